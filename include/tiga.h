@@ -1,0 +1,410 @@
+/*
+ * tiga.h — the one public header of tiga, a reverse-mode autodiff tape runtime for CUDA.
+ *
+ * C11, also valid C++; includes no CUDA header.
+ *
+ * Model in one paragraph. A runtime (tg_runtime) owns a device context (or none, host-only).
+ * A tape (tg_tape) records values and the nodes that produced them. Values are named by
+ * integer ids (tg_id), easy to pass through any FFI. Ops run eagerly when called and record
+ * a node with its local VJP; tg_tape_backward runs the reverse sweep. Parameters persist
+ * across tg_tape_reset; every other value ("step value") is dropped by it and its memory is
+ * reused by the next step.
+ *
+ * Errors. Two kinds of calls:
+ *   - calls that create, read, write or run (tg_*_create, tg_tape_input, tg_tape_read,
+ *     tg_tape_backward, optimizer steps, ...) return a tg_status; the message of the last
+ *     failure is tg_tape_error(tape) or tg_runtime_error(rt), or tg_last_error() when no
+ *     handle could be named (e.g. a NULL handle).
+ *   - op calls (tg_linear, tg_add, ...) return the id of the new value. On failure they
+ *     return TG_NO_ID and the error becomes *sticky* on the tape: every later op call on the
+ *     tape does nothing and returns TG_NO_ID, and tg_tape_status / tg_tape_error report the
+ *     first failure (which op, which argument, expected vs got). Functions that run (backward,
+ *     optimizer steps) refuse to run on a tape with a sticky error. tg_tape_reset clears it.
+ *   So a training loop reads like the math and checks once; an FFI host can still check
+ *   every op call (TG_NO_ID) or call tg_tape_status after each.
+ *
+ * Ownership. Pointers passed in are borrowed for the duration of the call only: the library
+ * copies what it keeps (host buffers, shapes). Handles returned through out-parameters are
+ * owned by the caller and released with their destroy function. Strings returned by the
+ * library are owned by the library and valid until the next call on the same handle.
+ *
+ * Threads. A runtime and every tape created from it must be used by one thread at a time
+ * (the caller serialises); different runtimes are independent. tg_last_error() is
+ * thread-local.
+ */
+#ifndef TIGA_H
+#define TIGA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define TG_API
+#elif defined(__GNUC__)
+#define TG_API __attribute__((visibility("default")))
+#else
+#define TG_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define TIGA_VERSION_MAJOR 0
+#define TIGA_VERSION_MINOR 1
+#define TIGA_VERSION_PATCH 0
+/* MAJOR*10000 + MINOR*100 + PATCH of the header; compare with tg_api_version() at run time. */
+#define TIGA_API_VERSION (TIGA_VERSION_MAJOR * 10000 + TIGA_VERSION_MINOR * 100 + TIGA_VERSION_PATCH)
+
+/* The TIGA_API_VERSION the library was built with. */
+TG_API int tg_api_version(void);
+/* "MAJOR.MINOR.PATCH" plus build flavour (e.g. "0.1.0 (cuda)"); static storage. */
+TG_API const char *tg_version_string(void);
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum tg_status {
+  TG_OK = 0,
+  TG_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, value out of range, bad flag */
+  TG_ERR_SHAPE = 2,            /* shapes that do not fit the op */
+  TG_ERR_DTYPE = 3,            /* a dtype the op or provider does not take */
+  TG_ERR_INVALID_ID = 4,       /* unknown id, or a step value dropped by tg_tape_reset */
+  TG_ERR_UNSUPPORTED = 5,      /* a provider / feature combination that is not implemented */
+  TG_ERR_NO_DEVICE = 6,        /* a CUDA provider asked for on a host-only runtime */
+  TG_ERR_OUT_OF_MEMORY = 7,    /* host or device allocation failed */
+  TG_ERR_DEVICE = 8,           /* a CUDA / cuBLAS / cuRAND call failed */
+  TG_ERR_STATE = 9,            /* call not valid now (backward of a non-scalar, sticky error, ...) */
+  TG_ERR_IO = 10,              /* file could not be read or written */
+  TG_ERR_GRADCHECK = 11,       /* tg_gradcheck found a mismatch */
+  TG_ERR_INTERNAL = 12         /* a bug in tiga; please report the message */
+} tg_status;
+
+/* Static English name of a status, e.g. "TG_ERR_SHAPE". Unknown values give "TG_ERR_UNKNOWN". */
+TG_API const char *tg_status_string(tg_status s);
+
+/* Message of the last failure on this thread that could not be attached to a handle
+ * (NULL handle passed, create failed). Thread-local storage; never NULL. */
+TG_API const char *tg_last_error(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+typedef enum tg_dtype {
+  TG_F32 = 0,
+  TG_F64 = 1,
+  TG_F16 = 2,  /* storage type for CUDA work (IEEE binary16) */
+  TG_BF16 = 3, /* storage type for CUDA work (bfloat16) */
+  TG_I32 = 4,
+  TG_I64 = 5,
+  TG_U8 = 6, /* also used for booleans: 0 false, anything else true */
+  TG_DTYPE_COUNT = 7
+} tg_dtype;
+
+/* Bytes per element (0 for an invalid dtype) and static name ("f32", ...). */
+TG_API size_t tg_dtype_size(tg_dtype dt);
+TG_API const char *tg_dtype_name(tg_dtype dt);
+
+/* ---------------------------------------------------------------- providers */
+
+/* Who computes a node. AUTO = CUDA when the runtime has a device, else HOST.
+ * For ops without a composed/fused distinction, CUDA_FUSED and CUDA_COMPOSED both mean
+ * "the op's CUDA kernel" (TG_PROVIDER_CUDA). A provider that an op does not implement is an
+ * error (TG_ERR_UNSUPPORTED, or TG_ERR_NO_DEVICE on a host-only runtime): never a silent
+ * substitution. */
+typedef enum tg_provider {
+  TG_PROVIDER_AUTO = 0,
+  TG_PROVIDER_HOST = 1,
+  TG_PROVIDER_CUDA_FUSED = 2,
+  TG_PROVIDER_CUDA_COMPOSED = 3
+} tg_provider;
+#define TG_PROVIDER_CUDA TG_PROVIDER_CUDA_FUSED
+
+TG_API const char *tg_provider_name(tg_provider p);
+
+/* ---------------------------------------------------------------- runtime */
+
+typedef struct tg_runtime tg_runtime;
+
+/* A runtime without a device. *out is set to NULL on failure. */
+TG_API tg_status tg_runtime_create_host(tg_runtime **out);
+/* A runtime on CUDA device `device` (0-based). TG_ERR_NO_DEVICE when the build has no CUDA,
+ * no driver is present or the index is out of range. */
+TG_API tg_status tg_runtime_create_cuda(int device, tg_runtime **out);
+/* Frees the runtime. NULL is a no-op. Every tape of the runtime must be destroyed first;
+ * destroying a runtime with live tapes destroys them too (their handles become invalid). */
+TG_API void tg_runtime_destroy(tg_runtime *rt);
+/* Message of the last failure reported on this runtime ("" if none). Owned by the runtime. */
+TG_API const char *tg_runtime_error(const tg_runtime *rt);
+/* 1 if the runtime has a CUDA device, else 0 (also for NULL). */
+TG_API int tg_runtime_has_device(const tg_runtime *rt);
+/* Bytes of device memory the runtime holds for values now and at its peak since creation or
+ * the last tg_runtime_reset_peak (0 and 0 on a host-only runtime). Either pointer may be NULL. */
+TG_API tg_status tg_runtime_memory(const tg_runtime *rt, size_t *current, size_t *peak);
+TG_API tg_status tg_runtime_reset_peak(tg_runtime *rt);
+
+/* ---------------------------------------------------------------- tape */
+
+typedef struct tg_tape tg_tape;
+typedef int64_t tg_id;
+#define TG_NO_ID ((tg_id)-1)
+#define TG_MAX_DIMS 8
+
+/* Flags for tg_tape_input / tg_tape_parameter. */
+#define TG_REQUIRES_GRAD 0x1u   /* input: gradients are computed for it (leaf gradient) */
+#define TG_NO_WEIGHT_DECAY 0x2u /* parameter: AdamW/SGD skip weight decay (biases, norms) */
+
+TG_API tg_status tg_tape_create(tg_runtime *rt, tg_tape **out);
+/* Frees the tape, its values, parameters and optimizer state. NULL is a no-op. */
+TG_API void tg_tape_destroy(tg_tape *tape);
+
+/* Sticky status of op calls: TG_OK, or the first failure since create / the last reset. */
+TG_API tg_status tg_tape_status(const tg_tape *tape);
+/* Message of the sticky failure if any, else of the most recent failed call on this tape,
+ * else "". Owned by the tape. */
+TG_API const char *tg_tape_error(const tg_tape *tape);
+
+/* Ends a step: drops every step value (inputs, constants, op results) and every node,
+ * keeps parameters with their values, gradients and optimizer state, clears the sticky
+ * error, and keeps the step memory to reuse. Ids of dropped values become stale
+ * (TG_ERR_INVALID_ID on use); parameter ids stay valid. */
+TG_API tg_status tg_tape_reset(tg_tape *tape);
+
+/* Grad mode. When disabled (inference), ops record no node and save nothing; their results
+ * cannot be differentiated. Default: enabled. Returns the status; *previous (may be NULL)
+ * receives the old mode. */
+TG_API tg_status tg_tape_set_grad_enabled(tg_tape *tape, int enabled, int *previous);
+
+/* Provider used by the ops recorded next (default TG_PROVIDER_AUTO). Set it around a single
+ * op call to choose that node's provider. *previous (may be NULL) receives the old one. */
+TG_API tg_status tg_tape_set_provider(tg_tape *tape, tg_provider provider, tg_provider *previous);
+
+/* Seed of the tape's RNG stream used by tg_dropout (initializers take their own seed). */
+TG_API tg_status tg_tape_set_seed(tg_tape *tape, uint64_t seed);
+
+/* ---- creating values. `shape` has `ndim` entries (0 <= ndim <= TG_MAX_DIMS, each > 0);
+ * ndim 0 is a scalar. `data` holds numel * tg_dtype_size(dtype) bytes, row-major; it is
+ * copied. */
+
+/* A step value. flags: 0 or TG_REQUIRES_GRAD (float dtypes only). */
+TG_API tg_status tg_tape_input(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
+                               const void *data, unsigned flags, tg_id *out);
+/* A trainable parameter: persists across tg_tape_reset, requires grad, is updated by the
+ * optimizer steps. data may be NULL (zeros). flags: 0 or TG_NO_WEIGHT_DECAY. Float dtypes. */
+TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
+                                   const void *data, unsigned flags, tg_id *out);
+
+/* Initializers. Values are a pure function of (kind, a, b, seed, shape, dtype): the i-th
+ * element (row-major) is drawn from Philox4x32-10 with key = seed and counter = i (two 32-bit
+ * words give one uniform in [0,1) with 53 bits for f64 / 24 for f32; normals by Box-Muller
+ * on two uniforms of the same counter). Same seed, same values, on every provider.
+ *   NORMAL          mean a, std b
+ *   UNIFORM         in [a, b)
+ *   XAVIER_UNIFORM  U(-g*sqrt(6/(fan_in+fan_out)), +...) with gain g = a (0 means 1)
+ *   XAVIER_NORMAL   N(0, g*sqrt(2/(fan_in+fan_out))) with gain g = a (0 means 1)
+ *   ZEROS / ONES / CONSTANT (value a)
+ * fan_in / fan_out follow PyTorch: for shape [d0, d1, rest...] (receptive = prod(rest)),
+ * fan_in = d0 * receptive ... note tiga stores linear weights as [in, out], so
+ * fan_in = shape[ndim-2] * receptive, fan_out = shape[ndim-1] * receptive; a 1-D shape has
+ * fan_in = fan_out = its length. */
+typedef enum tg_init_kind {
+  TG_INIT_ZEROS = 0,
+  TG_INIT_ONES = 1,
+  TG_INIT_CONSTANT = 2,
+  TG_INIT_NORMAL = 3,
+  TG_INIT_UNIFORM = 4,
+  TG_INIT_XAVIER_UNIFORM = 5,
+  TG_INIT_XAVIER_NORMAL = 6
+} tg_init_kind;
+
+typedef struct tg_init {
+  tg_init_kind kind;
+  double a, b;
+  uint64_t seed;
+} tg_init;
+
+/* Fills a host buffer of numel elements of dtype (F32 or F64) per *init and the given shape. */
+TG_API tg_status tg_init_fill(const tg_init *init, tg_dtype dtype, int ndim, const int64_t *shape,
+                              void *dst);
+/* tg_tape_parameter with values from an initializer. */
+TG_API tg_status tg_tape_parameter_init(tg_tape *tape, tg_dtype dtype, int ndim,
+                                        const int64_t *shape, const tg_init *init, unsigned flags,
+                                        tg_id *out);
+
+/* ---- reading and writing values */
+
+/* Shape query: *ndim and shape[0..ndim-1] (shape must hold TG_MAX_DIMS entries). */
+TG_API tg_status tg_tape_shape(tg_tape *tape, tg_id id, int *ndim, int64_t *shape);
+TG_API tg_status tg_tape_dtype(tg_tape *tape, tg_id id, tg_dtype *out);
+TG_API tg_status tg_tape_numel(tg_tape *tape, tg_id id, int64_t *out);
+/* Copies the value into dst (exactly numel * dtype size bytes expected in dst_bytes). */
+TG_API tg_status tg_tape_read(tg_tape *tape, tg_id id, void *dst, size_t dst_bytes);
+/* Copies the gradient (same dtype and size as the value) into dst; zeros when the value has
+ * received no gradient. */
+TG_API tg_status tg_tape_read_grad(tg_tape *tape, tg_id id, void *dst, size_t dst_bytes);
+/* Overwrites a parameter or input value (e.g. loading a checkpoint). Not allowed on op
+ * results (TG_ERR_STATE). */
+TG_API tg_status tg_tape_write(tg_tape *tape, tg_id id, const void *src, size_t src_bytes);
+/* Reads a one-element value of any float dtype as a double (a loss). */
+TG_API tg_status tg_tape_scalar(tg_tape *tape, tg_id id, double *out);
+
+/* Lists parameter ids in creation order: writes min(count, cap) ids, *count = total. */
+TG_API tg_status tg_tape_parameters(tg_tape *tape, tg_id *ids, size_t cap, size_t *count);
+
+/* ---- reverse mode */
+
+/* Reverse sweep from a one-element value that depends on something requiring grad.
+ * Gradients of leaves (parameters, inputs with TG_REQUIRES_GRAD) accumulate across calls
+ * until tg_tape_zero_grad. A second backward over the same nodes (before reset) is allowed:
+ * intermediate gradients are recomputed from zero and leaf gradients accumulate again, as
+ * PyTorch's retain_graph=True. */
+TG_API tg_status tg_tape_backward(tg_tape *tape, tg_id loss);
+/* Sets every leaf gradient (parameters and inputs) to zero. */
+TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
+
+/* ---- explain */
+
+/* Renders the tape as text, one line per node:
+ *   #node  op  provider  in=[ids]  -> out=id [shape] dtype  saved=N bytes  ...
+ * Writes at most cap bytes (always NUL-terminated if cap > 0) and sets *len (may be NULL) to
+ * the full length without the NUL, as snprintf. */
+TG_API tg_status tg_tape_explain(tg_tape *tape, char *buf, size_t cap, size_t *len);
+/* Number of nodes and total saved-for-backward bytes of the current tape. */
+TG_API tg_status tg_tape_stats(tg_tape *tape, size_t *nodes, size_t *saved_bytes);
+
+/* ---------------------------------------------------------------- ops
+ * Every op returns the new value's id, or TG_NO_ID with a sticky error (see top).
+ * Float ops take F32 or F64 on the HOST provider; all float inputs of one op share a dtype.
+ * Broadcasting ("bias-style"): in add/sub/mul one operand may have fewer dims than the other
+ * provided its shape equals the trailing dims of the other (e.g. [..., n] (+) [n]).
+ */
+
+/* y = x · W + b. x [..., in], W [in, out], b [out] or TG_NO_ID. y [..., out]. */
+TG_API tg_id tg_linear(tg_tape *tape, tg_id x, tg_id w, tg_id b);
+/* Batched matrix product. a [..., M, K], b [..., K, N] with equal batch dims, or b 2-D
+ * [K, N] shared by all batches. Both at least 2-D. Result [..., M, N]. */
+TG_API tg_id tg_matmul(tg_tape *tape, tg_id a, tg_id b);
+
+TG_API tg_id tg_add(tg_tape *tape, tg_id a, tg_id b);
+TG_API tg_id tg_sub(tg_tape *tape, tg_id a, tg_id b);
+TG_API tg_id tg_mul(tg_tape *tape, tg_id a, tg_id b);
+/* y = s * x. */
+TG_API tg_id tg_scale(tg_tape *tape, tg_id x, double s);
+
+TG_API tg_id tg_relu(tg_tape *tape, tg_id x);
+/* y = x for x > 0, slope * x otherwise. */
+TG_API tg_id tg_leaky_relu(tg_tape *tape, tg_id x, double slope);
+/* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+TG_API tg_id tg_gelu(tg_tape *tape, tg_id x);
+TG_API tg_id tg_tanh(tg_tape *tape, tg_id x);
+/* Softmax over the last dim. */
+TG_API tg_id tg_softmax(tg_tape *tape, tg_id x);
+/* Layer norm over the last dim n: (x - mean) / sqrt(var + eps) * w + b, biased variance;
+ * w, b of shape [n]. eps > 0 (PyTorch default 1e-5). */
+TG_API tg_id tg_layernorm(tg_tape *tape, tg_id x, tg_id w, tg_id b, double eps);
+/* Rows of table [V, D] picked by ids (I32, any shape, each in [0, V)): result [ids..., D]. */
+TG_API tg_id tg_embedding(tg_tape *tape, tg_id table, tg_id ids);
+/* Same elements, new shape; one entry may be -1 (inferred). */
+TG_API tg_id tg_reshape(tg_tape *tape, tg_id x, int ndim, const int64_t *shape);
+/* Swaps dims d0 and d1 (negative dims count from the end). */
+TG_API tg_id tg_transpose(tg_tape *tape, tg_id x, int d0, int d1);
+/* Concatenates n >= 1 values along the last dim; all other dims equal. */
+TG_API tg_id tg_concat(tg_tape *tape, int n, const tg_id *xs);
+/* Columns [start, start + len) of the last dim. */
+TG_API tg_id tg_slice(tg_tape *tape, tg_id x, int64_t start, int64_t len);
+/* Splits the last dim into n pieces of the given sizes (summing to it); writes n ids to
+ * outs and returns outs[0] (TG_NO_ID on failure, outs then all TG_NO_ID). */
+TG_API tg_id tg_split(tg_tape *tape, tg_id x, int n, const int64_t *sizes, tg_id *outs);
+/* Sum / mean of all elements: a scalar (ndim 0). */
+TG_API tg_id tg_sum(tg_tape *tape, tg_id x);
+TG_API tg_id tg_mean(tg_tape *tape, tg_id x);
+/* Mean cross-entropy of logits [..., C] against I32 targets [...] (each in [0, C) or equal to
+ * ignore_index). Rows whose target is ignore_index contribute nothing and are not counted in
+ * the mean; if every row is ignored the loss is 0 (PyTorch gives NaN). Pass TG_NO_IGNORE to
+ * ignore nothing. Scalar result. */
+#define TG_NO_IGNORE INT32_MIN
+TG_API tg_id tg_cross_entropy(tg_tape *tape, tg_id logits, tg_id targets, int32_t ignore_index);
+/* Mean of (a - b)^2 over all elements; same shapes. Scalar result. */
+TG_API tg_id tg_mse(tg_tape *tape, tg_id a, tg_id b);
+/* Inverted dropout: y = x * mask / keep with mask ~ Bernoulli(keep) drawn from the tape's RNG
+ * (tg_tape_set_seed) and a per-tape call counter; keep in (0, 1]; keep == 1 is the identity.
+ * In no-grad mode dropout is the identity (inference). */
+TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
+
+/* ---------------------------------------------------------------- optimizers
+ * Both update every parameter of the tape that has a gradient, in its own dtype, with state
+ * (momentum / moments, step count) kept per parameter across tg_tape_reset. They do not zero
+ * the gradients. */
+
+/* PyTorch's SGD: g = grad + wd * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the
+ * first step); g = nesterov ? g + momentum * buf : buf; p -= lr * g.  (wd skipped for
+ * TG_NO_WEIGHT_DECAY parameters.) */
+typedef struct tg_sgd_options {
+  double lr, momentum, dampening, weight_decay;
+  int nesterov;
+} tg_sgd_options;
+TG_API tg_status tg_sgd_step(tg_tape *tape, const tg_sgd_options *opts);
+
+/* AdamW (Loshchilov & Hutter), PyTorch's form: t += 1; p *= 1 - lr * wd (decoupled, skipped for
+ * TG_NO_WEIGHT_DECAY parameters); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
+typedef struct tg_adamw_options {
+  double lr, beta1, beta2, eps, weight_decay;
+} tg_adamw_options;
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 (PyTorch's defaults). */
+TG_API tg_adamw_options tg_adamw_defaults(void);
+TG_API tg_status tg_adamw_step(tg_tape *tape, const tg_adamw_options *opts);
+
+/* Scales all parameter gradients so that their global L2 norm is at most max_norm
+ * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. */
+TG_API tg_status tg_clip_grad_norm(tg_tape *tape, double max_norm, double *total_norm);
+
+/* ---------------------------------------------------------------- gradcheck */
+
+/* Builds the function under test on `tape` from the input ids (in the order given to
+ * tg_gradcheck) and returns the id of a one-element result (or TG_NO_ID on failure). */
+typedef tg_id (*tg_gradcheck_fn)(tg_tape *tape, const tg_id *inputs, void *user);
+
+typedef struct tg_gradcheck_input {
+  tg_dtype dtype;       /* F64 for inputs to differentiate; I32 etc. for index inputs */
+  int ndim;
+  int64_t shape[TG_MAX_DIMS];
+  const void *data;     /* numel elements of dtype */
+  int differentiable;   /* nonzero: checked (must be F64) */
+} tg_gradcheck_input;
+
+typedef struct tg_gradcheck_options {
+  double eps;  /* finite-difference step (default 1e-6) */
+  double atol; /* default 1e-5 */
+  double rtol; /* default 1e-3: passes when |a - n| <= atol + rtol * |n| */
+  int fast_mode; /* nonzero: compare directional derivatives along random unit directions */
+  int fast_directions; /* directions per input in fast mode (default 4) */
+  uint64_t seed;       /* for fast-mode directions */
+  tg_provider provider; /* provider the callback's ops run on (default AUTO) */
+} tg_gradcheck_options;
+
+typedef struct tg_gradcheck_result {
+  int passed;
+  int worst_input;       /* index of the input with the worst element (-1 if none checked) */
+  int64_t worst_index;   /* flat element index (fast mode: direction index) */
+  double analytic, numeric; /* at the worst element */
+  double abs_err;        /* |analytic - numeric| there */
+  double excess;         /* abs_err - (atol + rtol |numeric|); > 0 means failure */
+  int64_t checked;       /* elements (or directions) compared */
+} tg_gradcheck_result;
+
+/* Defaults as documented above. */
+TG_API tg_gradcheck_options tg_gradcheck_defaults(void);
+/* Runs fn on a fresh tape of rt, compares the analytic gradient of every differentiable
+ * input with central differences in float64. Returns TG_OK when every element passes,
+ * TG_ERR_GRADCHECK (message names the worst element) when one fails, another status when the
+ * callback or arguments fail. opts may be NULL (defaults); result may be NULL. */
+TG_API tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inputs,
+                              const tg_gradcheck_input *inputs, const tg_gradcheck_options *opts,
+                              tg_gradcheck_result *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIGA_H */

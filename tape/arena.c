@@ -1,0 +1,97 @@
+/* Bump allocator over chunks; rewind keeps (and coalesces) the memory for the next step. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+struct tgi_chunk {
+  tgi_chunk *next;
+  void *base;
+  size_t size;
+  size_t used;
+};
+
+void tgi_arena_init(tgi_arena *a, size_t align, void *ctx, void *(*alloc)(void *, size_t),
+                    void (*release)(void *, void *)) {
+  a->head = NULL;
+  a->chunks = NULL;
+  a->align = align;
+  a->in_use = 0;
+  a->capacity = 0;
+  a->ctx = ctx;
+  a->alloc = alloc;
+  a->release = release;
+}
+
+static tgi_chunk *chunk_new(tgi_arena *a, size_t size) {
+  tgi_chunk *c = malloc(sizeof *c);
+  if (!c) return NULL;
+  c->base = a->alloc(a->ctx, size);
+  if (!c->base) {
+    free(c);
+    return NULL;
+  }
+  c->size = size;
+  c->used = 0;
+  c->next = a->chunks;
+  a->chunks = c;
+  a->capacity += size;
+  return c;
+}
+
+void *tgi_arena_alloc(tgi_arena *a, size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t need = (bytes + a->align - 1) / a->align * a->align;
+  if (need < bytes) return NULL; /* overflow */
+  tgi_chunk *h = a->head;
+  if (h && h->size - h->used >= need) {
+    void *p = (char *)h->base + h->used;
+    h->used += need;
+    a->in_use += need;
+    return p;
+  }
+  size_t size = a->capacity > need ? a->capacity : need; /* geometric growth */
+  if (size < (1u << 20)) size = 1u << 20;
+  if (size < need) size = need;
+  tgi_chunk *c = chunk_new(a, size);
+  if (!c && size > need) c = chunk_new(a, need);
+  if (!c) return NULL;
+  c->used = need;
+  a->in_use += need;
+  a->head = c;
+  return c->base;
+}
+
+void tgi_arena_rewind(tgi_arena *a) {
+  if (a->chunks && a->chunks->next) {
+    /* several chunks: replace them by one of the total size */
+    size_t total = a->capacity;
+    tgi_chunk *c = a->chunks;
+    while (c) {
+      tgi_chunk *n = c->next;
+      a->release(a->ctx, c->base);
+      free(c);
+      c = n;
+    }
+    a->chunks = NULL;
+    a->capacity = 0;
+    if (!chunk_new(a, total)) { /* fine: the next step allocates again */
+    }
+  }
+  for (tgi_chunk *c = a->chunks; c; c = c->next) c->used = 0;
+  a->head = a->chunks;
+  a->in_use = 0;
+}
+
+void tgi_arena_free(tgi_arena *a) {
+  tgi_chunk *c = a->chunks;
+  while (c) {
+    tgi_chunk *n = c->next;
+    a->release(a->ctx, c->base);
+    free(c);
+    c = n;
+  }
+  a->chunks = NULL;
+  a->head = NULL;
+  a->capacity = 0;
+  a->in_use = 0;
+}

@@ -1,0 +1,87 @@
+/* Status names, dtype and provider names, the thread-local fallback message. */
+#include "internal.h"
+
+#include <stdio.h>
+
+static _Thread_local char last_error[TGI_MSG_CAP];
+
+void tgi_set_last_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+}
+
+const char *tg_last_error(void) { return last_error; }
+
+int tg_api_version(void) { return TIGA_API_VERSION; }
+
+const char *tg_version_string(void) {
+  return tgi_device_compiled() ? "0.1.0 (cuda)" : "0.1.0 (host-only)";
+}
+
+const char *tg_status_string(tg_status s) {
+  switch (s) {
+  case TG_OK: return "TG_OK";
+  case TG_ERR_INVALID_ARGUMENT: return "TG_ERR_INVALID_ARGUMENT";
+  case TG_ERR_SHAPE: return "TG_ERR_SHAPE";
+  case TG_ERR_DTYPE: return "TG_ERR_DTYPE";
+  case TG_ERR_INVALID_ID: return "TG_ERR_INVALID_ID";
+  case TG_ERR_UNSUPPORTED: return "TG_ERR_UNSUPPORTED";
+  case TG_ERR_NO_DEVICE: return "TG_ERR_NO_DEVICE";
+  case TG_ERR_OUT_OF_MEMORY: return "TG_ERR_OUT_OF_MEMORY";
+  case TG_ERR_DEVICE: return "TG_ERR_DEVICE";
+  case TG_ERR_STATE: return "TG_ERR_STATE";
+  case TG_ERR_IO: return "TG_ERR_IO";
+  case TG_ERR_GRADCHECK: return "TG_ERR_GRADCHECK";
+  case TG_ERR_INTERNAL: return "TG_ERR_INTERNAL";
+  }
+  return "TG_ERR_UNKNOWN";
+}
+
+size_t tg_dtype_size(tg_dtype dt) {
+  switch (dt) {
+  case TG_F32: return 4;
+  case TG_F64: return 8;
+  case TG_F16: return 2;
+  case TG_BF16: return 2;
+  case TG_I32: return 4;
+  case TG_I64: return 8;
+  case TG_U8: return 1;
+  case TG_DTYPE_COUNT: break;
+  }
+  return 0;
+}
+
+const char *tg_dtype_name(tg_dtype dt) {
+  switch (dt) {
+  case TG_F32: return "f32";
+  case TG_F64: return "f64";
+  case TG_F16: return "f16";
+  case TG_BF16: return "bf16";
+  case TG_I32: return "i32";
+  case TG_I64: return "i64";
+  case TG_U8: return "u8";
+  case TG_DTYPE_COUNT: break;
+  }
+  return "invalid";
+}
+
+const char *tg_provider_name(tg_provider p) {
+  switch (p) {
+  case TG_PROVIDER_AUTO: return "auto";
+  case TG_PROVIDER_HOST: return "host";
+  case TG_PROVIDER_CUDA_FUSED: return "cuda_fused";
+  case TG_PROVIDER_CUDA_COMPOSED: return "cuda_composed";
+  }
+  return "invalid";
+}
+
+const char *tgi_shape_str(const int64_t *shape, int ndim, char *buf, size_t cap) {
+  size_t off = 0;
+  off += (size_t)snprintf(buf + off, cap - off, "[");
+  for (int i = 0; i < ndim && off < cap; i++)
+    off += (size_t)snprintf(buf + off, cap - off, i ? ", %lld" : "%lld", (long long)shape[i]);
+  if (off < cap) snprintf(buf + off, cap - off, "]");
+  return buf;
+}

@@ -1,0 +1,263 @@
+/*
+ * tape/internal.h — what ops/ needs from the tape: values, nodes, capsules, memory, errors.
+ * Not installed. Kernels (host/, cuda/) never include this file.
+ */
+#ifndef TIGA_TAPE_INTERNAL_H
+#define TIGA_TAPE_INTERNAL_H
+
+#include "tiga.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TGI_MSG_CAP 768
+
+/* ------------------------------------------------------------ errors */
+
+/* Thread-local fallback message (tg_last_error). */
+void tgi_set_last_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ------------------------------------------------------------ arena
+ * A bump allocator over a list of chunks. tgi_arena_rewind keeps the memory: when the last
+ * step needed several chunks they are replaced by one chunk of the total size, so a steady
+ * training loop allocates nothing after its first step. The same code serves host memory
+ * and device memory (through the alloc/free callbacks). */
+typedef struct tgi_chunk tgi_chunk;
+typedef struct tgi_arena {
+  tgi_chunk *head;   /* chunk being filled */
+  tgi_chunk *chunks; /* all chunks, newest first */
+  size_t align;
+  size_t in_use;     /* bytes handed out since the last rewind */
+  size_t capacity;   /* bytes held */
+  void *ctx;
+  void *(*alloc)(void *ctx, size_t bytes);
+  void (*release)(void *ctx, void *p);
+} tgi_arena;
+
+void tgi_arena_init(tgi_arena *a, size_t align, void *ctx, void *(*alloc)(void *, size_t),
+                    void (*release)(void *, void *));
+/* NULL when the underlying allocation fails. */
+void *tgi_arena_alloc(tgi_arena *a, size_t bytes);
+void tgi_arena_rewind(tgi_arena *a);
+void tgi_arena_free(tgi_arena *a);
+
+/* ------------------------------------------------------------ device layer
+ * Implemented by cuda/device.cu when built with CUDA, else by tape/nodevice.c (every call
+ * returns TG_ERR_NO_DEVICE). Messages are written into msg (TGI_MSG_CAP bytes). */
+typedef struct tgi_device tgi_device;
+int tgi_device_compiled(void);
+tg_status tgi_device_open(int index, tgi_device **out, char *msg);
+void tgi_device_close(tgi_device *dev);
+tg_status tgi_device_alloc(tgi_device *dev, size_t bytes, void **out, char *msg);
+void tgi_device_free(tgi_device *dev, void *p);
+tg_status tgi_device_h2d(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
+tg_status tgi_device_d2h(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
+tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg);
+tg_status tgi_device_sync(tgi_device *dev, char *msg);
+void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak);
+void tgi_device_reset_peak(tgi_device *dev);
+
+/* ------------------------------------------------------------ runtime */
+struct tg_runtime {
+  tgi_device *dev; /* NULL on a host-only runtime */
+  int device_index;
+  struct tg_tape *tapes; /* live tapes (intrusive list) */
+  char msg[TGI_MSG_CAP];
+};
+
+tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------ values */
+enum { TGI_ON_HOST = 1, TGI_ON_DEV = 2 };
+
+/* Bytes of one value or gradient on each side; `valid` says which copies are current. */
+typedef struct tgi_buf {
+  void *h;
+  void *d;
+  uint8_t valid;
+} tgi_buf;
+
+typedef enum tgi_kind {
+  TGI_FREE = 0,
+  TGI_INPUT = 1,  /* step value from host data */
+  TGI_PARAM = 2,  /* persistent */
+  TGI_RESULT = 3  /* produced by an op */
+} tgi_kind;
+
+typedef struct tgi_value {
+  uint32_t gen;
+  uint8_t kind;
+  uint8_t dtype;
+  uint8_t ndim;
+  bool requires_grad;
+  bool has_grad;
+  uint32_t flags;
+  int64_t shape[TG_MAX_DIMS];
+  int64_t numel;
+  size_t bytes;
+  int32_t producer; /* node index, -1 for leaves */
+  tgi_buf data;
+  tgi_buf grad;
+  /* optimizer state (parameters only), same dtype and size as the value */
+  tgi_buf opt_m, opt_v;
+  int64_t opt_step;
+} tgi_value;
+
+/* ------------------------------------------------------------ nodes and capsules */
+typedef struct tgi_node tgi_node;
+
+/* {op, provider} -> backward; one static record per lowering (TorchLean's KernelCapsule).
+ * The node remembers its capsule, so backward always runs the lowering that ran forward. */
+typedef struct tgi_capsule {
+  const char *op;
+  tg_provider provider;
+  tg_status (*backward)(tg_tape *t, tgi_node *n);
+  /* optional: extra text for explain (e.g. "causal", "pruned 31%") */
+  void (*describe)(const tgi_node *n, char *buf, size_t cap);
+} tgi_capsule;
+
+struct tgi_node {
+  const tgi_capsule *cap;
+  uint32_t n_in, n_out;
+  uint32_t *in; /* value slots (arena) */
+  uint32_t out[2];
+  void *saved;         /* extra state for backward (arena; host or device per `saved_on`) */
+  size_t saved_bytes;
+  uint8_t saved_on;
+  uint32_t h2d, d2h;   /* transfers this node caused (explain) */
+  union {
+    double f[8];
+    int64_t i[8];
+  } p;                 /* op parameters */
+  void *aux;           /* op-specific (arena), e.g. split sizes, relation handle */
+};
+
+/* ------------------------------------------------------------ tape */
+typedef struct tgi_slab tgi_slab;
+
+struct tg_tape {
+  tg_runtime *rt;
+  struct tg_tape *next_in_rt;
+
+  /* values: slabs of fixed size so tgi_value pointers stay valid while the tape grows */
+  tgi_value **vslabs;
+  uint32_t nvslabs;
+  uint32_t nvals;      /* slots ever used */
+  uint32_t *free_slots;
+  uint32_t nfree, capfree;
+
+  tgi_node *nodes;     /* only indices are stable; re-fetch after recording */
+  uint32_t nnodes, capnodes;
+
+  tgi_arena host_arena;
+  tgi_arena dev_arena;
+
+  tg_status status;        /* sticky */
+  char msg[TGI_MSG_CAP];   /* sticky message, or last returned error */
+  const char *cur_op;      /* name of the op being called (message prefix) */
+
+  bool grad_enabled;
+  tg_provider provider;
+  uint64_t seed;
+  uint64_t rng_calls;
+  uint32_t pending_h2d, pending_d2h; /* transfers since the last recorded node */
+};
+
+#define TGI_SLAB 1024u
+static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) {
+  return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB];
+}
+static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) {
+  return (tg_id)(((uint64_t)gen << 32) | idx);
+}
+
+/* ------------------------------------------------------------ helpers for API calls */
+
+/* Records a returned (non-sticky) error on the tape; returns s. */
+tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Looks an id up for a returning call; NULL with the message set on failure. */
+tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_status *st);
+/* Slot index of a value pointer. */
+uint32_t tgi_slot_of(const tg_tape *t, const tgi_value *v);
+tg_id tgi_id_of(const tg_tape *t, const tgi_value *v);
+
+/* ------------------------------------------------------------ helpers for op calls
+ * Usage in an op:
+ *   if (!tgi_op_begin(t, "tg_relu")) return TG_NO_ID;
+ *   tgi_value *x = tgi_arg(t, "x", x_id); if (!x) return TG_NO_ID;
+ *   ...checks with tgi_fail...
+ *   tg_provider p = tgi_pick(t, TGI_HOST_ONLY); if (!p) return TG_NO_ID;
+ *   tgi_value *y = tgi_result(t, dtype, ndim, shape); if (!y) return TG_NO_ID;
+ *   ...run the kernel on tgi_read_h(t, x) -> tgi_write_h(t, y)...
+ *   tgi_node *n = tgi_record(t, &CAP, 1, &x, 1, &y);   (NULL when no grad is needed)
+ *   return tgi_done(t, y);
+ */
+bool tgi_op_begin(tg_tape *t, const char *op);
+/* Sets the sticky error (first one wins), prefixed with the current op's name; returns false. */
+bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Resolves an op argument; NULL (sticky error) when unknown or stale. */
+tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id);
+/* Argument must be F32 or F64 (the host float types); false + sticky error otherwise. */
+bool tgi_need_float(tg_tape *t, const char *arg, const tgi_value *v);
+/* Two float arguments must share a dtype. */
+bool tgi_need_same_dtype(tg_tape *t, const char *a, const tgi_value *va, const char *b,
+                         const tgi_value *vb);
+/* "[2, 3, 4]" into buf; returns buf. */
+const char *tgi_shape_str(const int64_t *shape, int ndim, char *buf, size_t cap);
+#define TGI_SHAPE_STR_CAP 128
+
+/* Provider masks (bit per tg_provider). */
+#define TGI_P(p) (1u << (unsigned)(p))
+#define TGI_HOST_ONLY TGI_P(TG_PROVIDER_HOST)
+#define TGI_HOST_CUDA (TGI_P(TG_PROVIDER_HOST) | TGI_P(TG_PROVIDER_CUDA_FUSED) | TGI_P(TG_PROVIDER_CUDA_COMPOSED))
+/* Resolves the tape's current provider against what the op implements. Returns 0
+ * (TG_PROVIDER_AUTO) with a sticky error when it cannot be honoured. */
+tg_provider tgi_pick(tg_tape *t, unsigned supported);
+
+/* New op result (no bytes yet). NULL + sticky error on failure. */
+tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape);
+
+/* Data access. *_h: host pointer, *_d: device pointer. read: the current bytes (copied from
+ * the other side when needed, counted as a transfer); write: storage to overwrite (the other
+ * side becomes stale). NULL + sticky error on failure. */
+void *tgi_read_h(tg_tape *t, tgi_value *v);
+void *tgi_write_h(tg_tape *t, tgi_value *v);
+void *tgi_read_d(tg_tape *t, tgi_value *v);
+void *tgi_write_d(tg_tape *t, tgi_value *v);
+
+/* Gradient access for backward. grad_*: the accumulation buffer of v, created zero-filled on
+ * first use (host or device side); read: the current gradient, or a zero-filled buffer if
+ * none arrived. NULL + error on failure (backward reports tape->msg). */
+void *tgi_grad_h(tg_tape *t, tgi_value *v);
+void *tgi_grad_d(tg_tape *t, tgi_value *v);
+
+/* Scratch memory valid until reset (host or device arena). NULL + sticky error on failure. */
+void *tgi_scratch_h(tg_tape *t, size_t bytes);
+void *tgi_scratch_d(tg_tape *t, size_t bytes);
+
+/* Records a node when grad is enabled and some input requires grad; marks the outputs as
+ * requiring grad. Returns NULL when no node is needed (or on failure: check t->status). The
+ * pointer is valid until the next tgi_record. */
+tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_value *const *in,
+                     uint32_t n_out, tgi_value *const *out);
+/* Whether a node would be recorded for these inputs (so forward can skip saving state). */
+bool tgi_needs_grad(const tg_tape *t, uint32_t n_in, tgi_value *const *in);
+/* Finishes an op: the id of v, or TG_NO_ID if the tape holds a sticky error. */
+tg_id tgi_done(tg_tape *t, tgi_value *v);
+
+/* In backward: input i of node n, and whether it wants a gradient. */
+static inline tgi_value *tgi_in(const tg_tape *t, const tgi_node *n, uint32_t i) {
+  return tgi_slot(t, n->in[i]);
+}
+static inline tgi_value *tgi_out(const tg_tape *t, const tgi_node *n, uint32_t i) {
+  return tgi_slot(t, n->out[i]);
+}
+
+/* Runtime of a tape has a device? */
+static inline bool tgi_has_device(const tg_tape *t) { return t->rt->dev != NULL; }
+
+#endif

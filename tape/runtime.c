@@ -1,0 +1,79 @@
+/* The runtime: a device (or none) and the tapes made from it. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->msg, sizeof rt->msg, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+static tg_status create(int device, bool cuda, tg_runtime **out) {
+  if (!out) {
+    tgi_set_last_error("%s: argument 'out' is NULL; expected a tg_runtime** to receive the handle",
+                       cuda ? "tg_runtime_create_cuda" : "tg_runtime_create_host");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  *out = NULL;
+  tg_runtime *rt = calloc(1, sizeof *rt);
+  if (!rt) {
+    tgi_set_last_error("tg_runtime_create: out of host memory");
+    return TG_ERR_OUT_OF_MEMORY;
+  }
+  rt->device_index = -1;
+  if (cuda) {
+    if (device < 0) {
+      free(rt);
+      tgi_set_last_error("tg_runtime_create_cuda: argument 'device' is %d; expected a device index >= 0",
+                         device);
+      return TG_ERR_INVALID_ARGUMENT;
+    }
+    char msg[TGI_MSG_CAP];
+    tg_status s = tgi_device_open(device, &rt->dev, msg);
+    if (s != TG_OK) {
+      free(rt);
+      tgi_set_last_error("tg_runtime_create_cuda: device %d: %s", device, msg);
+      return s;
+    }
+    rt->device_index = device;
+  }
+  *out = rt;
+  return TG_OK;
+}
+
+tg_status tg_runtime_create_host(tg_runtime **out) { return create(-1, false, out); }
+tg_status tg_runtime_create_cuda(int device, tg_runtime **out) { return create(device, true, out); }
+
+void tg_runtime_destroy(tg_runtime *rt) {
+  if (!rt) return;
+  while (rt->tapes) tg_tape_destroy(rt->tapes);
+  tgi_device_close(rt->dev);
+  free(rt);
+}
+
+const char *tg_runtime_error(const tg_runtime *rt) { return rt ? rt->msg : tg_last_error(); }
+
+int tg_runtime_has_device(const tg_runtime *rt) { return rt && rt->dev ? 1 : 0; }
+
+tg_status tg_runtime_memory(const tg_runtime *rt, size_t *current, size_t *peak) {
+  if (!rt) {
+    tgi_set_last_error("tg_runtime_memory: argument 'rt' is NULL; expected a runtime");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  tgi_device_memory(rt->dev, current, peak);
+  return TG_OK;
+}
+
+tg_status tg_runtime_reset_peak(tg_runtime *rt) {
+  if (!rt) {
+    tgi_set_last_error("tg_runtime_reset_peak: argument 'rt' is NULL; expected a runtime");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  tgi_device_reset_peak(rt->dev);
+  return TG_OK;
+}
