@@ -143,6 +143,12 @@ TG_API int tg_runtime_has_device(const tg_runtime *rt);
 TG_API tg_status tg_runtime_memory(const tg_runtime *rt, size_t *current, size_t *peak);
 TG_API tg_status tg_runtime_reset_peak(tg_runtime *rt);
 
+/* Testing hook: the device allocation after the next `after` successful ones fails as if the
+ * device were out of memory (once). after < 0 disables. TG_ERR_NO_DEVICE on host runtimes. */
+TG_API tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after);
+/* Waits for the runtime's device work to finish (TG_OK at once on host runtimes). */
+TG_API tg_status tg_runtime_sync(tg_runtime *rt);
+
 /* ---------------------------------------------------------------- tape */
 
 typedef struct tg_tape tg_tape;
@@ -203,10 +209,9 @@ TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, cons
  *   XAVIER_UNIFORM  U(-g*sqrt(6/(fan_in+fan_out)), +...) with gain g = a (0 means 1)
  *   XAVIER_NORMAL   N(0, g*sqrt(2/(fan_in+fan_out))) with gain g = a (0 means 1)
  *   ZEROS / ONES / CONSTANT (value a)
- * fan_in / fan_out follow PyTorch: for shape [d0, d1, rest...] (receptive = prod(rest)),
- * fan_in = d0 * receptive ... note tiga stores linear weights as [in, out], so
- * fan_in = shape[ndim-2] * receptive, fan_out = shape[ndim-1] * receptive; a 1-D shape has
- * fan_in = fan_out = its length. */
+ * tiga stores linear weights as [in, out], so for shape [..., in, out] with
+ * receptive = product of the leading dims: fan_in = in * receptive, fan_out = out * receptive;
+ * a 1-D shape has fan_in = fan_out = its length. */
 typedef enum tg_init_kind {
   TG_INIT_ZEROS = 0,
   TG_INIT_ONES = 1,
@@ -331,6 +336,82 @@ TG_API tg_id tg_mse(tg_tape *tape, tg_id a, tg_id b);
  * In no-grad mode dropout is the identity (inference). */
 TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
 
+/* Converts to another float dtype (f32, f64, f16, bf16; round to nearest even). The gradient
+ * flows back converted to the input's dtype. Mixed precision: keep f32 parameters and cast them
+ * to bf16 for the matmuls, as autocast does. */
+TG_API tg_id tg_cast(tg_tape *tape, tg_id x, tg_dtype dtype);
+
+/* ---------------------------------------------------------------- relations
+ * A relation says which key j each query i may attend to (seed 000: the mask is the relation).
+ * Built once, validated once, usable by many attention nodes of any tape of the same runtime.
+ * A relation must outlive every node that uses it (until tg_tape_reset / tg_tape_destroy of
+ * those tapes). Index arrays are copied. Sizes: nq queries, nk keys per attention batch entry.
+ */
+typedef struct tg_relation tg_relation;
+
+typedef enum tg_relation_kind {
+  TG_REL_DENSE = 0,  /* every pair */
+  TG_REL_CAUSAL = 1, /* j <= i + nk - nq (bottom-right aligned when nq != nk) */
+  TG_REL_MASK = 2,   /* boolean mask [nq, nk] or [batch, nq, nk], nonzero = allowed */
+  TG_REL_VARLEN = 3, /* packed sequences (B = 1): block diagonal from cu_seqlens */
+  TG_REL_CSR = 4,    /* general: row_ptr [nq + 1], col_idx [nnz], sorted and unique per row */
+  TG_REL_CONCAT = 5  /* block-diagonal concatenation of relations */
+} tg_relation_kind;
+
+TG_API tg_status tg_relation_dense(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out);
+TG_API tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out);
+/* batch 0: one [nq, nk] mask shared by every batch entry; batch >= 1: [batch, nq, nk]. */
+TG_API tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
+                                  tg_relation **out);
+/* n_seqs >= 1 packed sequences; cu_seqlens_q [n_seqs + 1] starts at 0 and strictly increases
+ * (every sequence has length >= 1); cu_seqlens_k likewise (NULL: same as q). causal: inside each
+ * sequence, key j allowed for query i when j <= i + len_k - len_q (bottom-right). */
+TG_API tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q,
+                                    const int32_t *cu_seqlens_k, int causal, tg_relation **out);
+TG_API tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr,
+                                 const int32_t *col_idx, tg_relation **out);
+/* Part p's queries and keys follow those of part p-1 (offsets add up); nothing crosses parts. */
+TG_API tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, tg_relation **out);
+TG_API void tg_relation_destroy(tg_relation *rel);
+/* kind, sizes and the number of allowed pairs (per batch entry; for a per-batch mask, summed
+ * over batch entries). Any out pointer may be NULL. */
+TG_API tg_status tg_relation_info(const tg_relation *rel, tg_relation_kind *kind, int64_t *nq, int64_t *nk,
+                                  int64_t *allowed_pairs);
+
+/* ---------------------------------------------------------------- attention
+ * out[b, i, h, :] = sum_j softmax_j(s_ij) v[b, j, h / (Hq/Hkv), :] over the keys j that the
+ * relation allows for query i, s_ij = scale * <q[b,i,h,:], k[b,j,h/(Hq/Hkv),:]>.
+ *   q [B, Nq, Hq, D], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv]; Hq a multiple of Hkv (GQA/MQA).
+ *   out [B, Nq, Hq, Dv] in q's dtype; lse [B, Hq, Nq] f32 (log-sum-exp of the scaled scores).
+ * A query with no allowed key outputs 0, receives 0 gradient, and has lse = -inf. A blocked
+ * pair contributes nothing to numerator or denominator. No NaN is produced for finite inputs.
+ * Providers: HOST (f32/f64, every relation), CUDA_COMPOSED (cuBLAS + masked softmax; saves the
+ * probabilities), CUDA_FUSED (online softmax; saves only lse; f16/bf16/f32). */
+typedef struct tg_attention_options {
+  double scale;                 /* 0: 1/sqrt(D) */
+  double block_prune_threshold; /* 0: exact. (0, 1]: tile pruning (CUDA_FUSED forward, dense
+                                   and causal only); elsewhere TG_ERR_UNSUPPORTED */
+  tg_id *lse_out;               /* optional: receives the id of the lse value */
+} tg_attention_options;
+
+TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_relation *rel,
+                          const tg_attention_options *opts);
+
+/* Multi-head attention in TorchLean's structure. x [B, n, dModel]; Wq [dModel, Hq*D],
+ * Wk [dModel, Hkv*D], Wv [dModel, Hkv*Dv], Wo [Hq*Dv, dModel]. Q = x Wq etc. with the batch
+ * folded into the rows, (batch, head) as the attention batch, then heads concatenated and
+ * projected by Wo. Result [B, n, dModel]. Recorded as projection nodes plus one attention node
+ * whose provider is opts->attention_provider (AUTO: the tape's provider). */
+typedef struct tg_mha_options {
+  int heads_q, heads_kv;           /* Hq, Hkv (0: Hkv = Hq) */
+  int causal;                      /* nonzero: causal relation (ignored when rel is set) */
+  const tg_relation *rel;          /* optional relation over (n, n), e.g. a boolean mask */
+  tg_provider attention_provider;  /* AUTO: the tape's current provider */
+  double scale;                    /* 0: 1/sqrt(D) */
+} tg_mha_options;
+
+TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id wo, const tg_mha_options *opts);
+
 /* ---------------------------------------------------------------- optimizers
  * Both update every parameter of the tape that has a gradient, in its own dtype, with state
  * (momentum / moments, step count) kept per parameter across tg_tape_reset. They do not zero
@@ -358,6 +439,13 @@ TG_API tg_status tg_adamw_step(tg_tape *tape, const tg_adamw_options *opts);
 /* Scales all parameter gradients so that their global L2 norm is at most max_norm
  * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. */
 TG_API tg_status tg_clip_grad_norm(tg_tape *tape, double max_norm, double *total_norm);
+
+/* Checkpoints: every parameter in tg_tape_parameters order with its dtype, shape, value and
+ * optimizer state (moments, step count). Load expects the same parameters (count, dtypes,
+ * shapes, order) to exist already: TG_ERR_SHAPE / TG_ERR_DTYPE with a message otherwise;
+ * TG_ERR_IO for unreadable or malformed files. */
+TG_API tg_status tg_tape_save(tg_tape *tape, const char *path);
+TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
 
 /* ---------------------------------------------------------------- gradcheck */
 

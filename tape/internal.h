@@ -58,6 +58,15 @@ tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg);
 tg_status tgi_device_sync(tgi_device *dev, char *msg);
 void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak);
 void tgi_device_reset_peak(tgi_device *dev);
+/* Testing hook behind tg_runtime_inject_alloc_failure. */
+void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after);
+/* Handles the CUDA launchers take (opaque to C; see cuda/launch.h). NULL without a device. */
+struct CUstream_st;
+struct cublasContext;
+struct CUstream_st *tgi_device_stream(tgi_device *dev);
+struct cublasContext *tgi_device_cublas(tgi_device *dev);
+/* cuBLASLt handle and a workspace for it (bytes in *bytes). */
+void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
 
 /* ------------------------------------------------------------ runtime */
 struct tg_runtime {
@@ -239,9 +248,10 @@ void *tgi_grad_d(tg_tape *t, tgi_value *v);
 void *tgi_scratch_h(tg_tape *t, size_t bytes);
 void *tgi_scratch_d(tg_tape *t, size_t bytes);
 
-/* Records a node when grad is enabled and some input requires grad; marks the outputs as
- * requiring grad. Returns NULL when no node is needed (or on failure: check t->status). The
- * pointer is valid until the next tgi_record. */
+/* Records a node when grad is enabled (every op is recorded so explain shows the whole step);
+ * marks the outputs as requiring grad when some input does. Returns NULL in no-grad mode or on
+ * failure (check t->status). The pointer is valid until the next tgi_record. Save state for
+ * backward only when tgi_needs_grad() says a gradient can flow. */
 tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_value *const *in,
                      uint32_t n_out, tgi_value *const *out);
 /* Whether a node would be recorded for these inputs (so forward can skip saving state). */
@@ -256,6 +266,11 @@ static inline tgi_value *tgi_in(const tg_tape *t, const tgi_node *n, uint32_t i)
 static inline tgi_value *tgi_out(const tg_tape *t, const tgi_node *n, uint32_t i) {
   return tgi_slot(t, n->out[i]);
 }
+
+/* Device of the tape's runtime (NULL if host-only) and its stream / cuBLAS handle. */
+static inline tgi_device *tgi_dev(const tg_tape *t) { return t->rt->dev; }
+/* Reports a failed CUDA launcher (message from cuda/launch.h's tgc_error()) as a sticky error. */
+bool tgi_fail_cuda(tg_tape *t, tg_status s, const char *what);
 
 /* Runtime of a tape has a device? */
 static inline bool tgi_has_device(const tg_tape *t) { return t->rt->dev != NULL; }

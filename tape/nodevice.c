@@ -43,3 +43,19 @@ void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak) {
   if (peak) *peak = 0;
 }
 void tgi_device_reset_peak(tgi_device *dev) { (void)dev; }
+void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after) { (void)dev, (void)after; }
+struct CUstream_st *tgi_device_stream(tgi_device *dev) {
+  (void)dev;
+  return NULL;
+}
+struct cublasContext *tgi_device_cublas(tgi_device *dev) {
+  (void)dev;
+  return NULL;
+}
+void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes) {
+  (void)dev;
+  if (workspace) *workspace = NULL;
+  if (bytes) *bytes = 0;
+  return NULL;
+}
+const char *tgc_error(void) { return "tiga was built without CUDA"; }

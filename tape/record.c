@@ -284,3 +284,9 @@ tg_id tgi_done(tg_tape *t, tgi_value *v) {
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);
 }
+
+const char *tgc_error(void);
+
+bool tgi_fail_cuda(tg_tape *t, tg_status s, const char *what) {
+  return tgi_fail(t, s, "CUDA %s failed: %s", what, tgc_error());
+}

@@ -77,3 +77,26 @@ tg_status tg_runtime_reset_peak(tg_runtime *rt) {
   tgi_device_reset_peak(rt->dev);
   return TG_OK;
 }
+
+tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after) {
+  if (!rt) {
+    tgi_set_last_error("tg_runtime_inject_alloc_failure: argument 'rt' is NULL; expected a runtime");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (!rt->dev)
+    return tgi_rt_error(rt, TG_ERR_NO_DEVICE, "tg_runtime_inject_alloc_failure: the runtime is host-only");
+  tgi_device_inject_alloc_failure(rt->dev, after);
+  return TG_OK;
+}
+
+tg_status tg_runtime_sync(tg_runtime *rt) {
+  if (!rt) {
+    tgi_set_last_error("tg_runtime_sync: argument 'rt' is NULL; expected a runtime");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (!rt->dev) return TG_OK;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_sync(rt->dev, msg);
+  if (s) return tgi_rt_error(rt, s, "tg_runtime_sync: %s", msg);
+  return TG_OK;
+}

@@ -1,0 +1,60 @@
+// Shared by the CUDA provider's .cu files: error mapping and small helpers. C++ only.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <curand.h>
+
+#include "launch.h"
+
+// Sets the thread-local launcher message (tgc_error()).
+void tgc_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Maps a CUDA error to a status: out-of-memory errors -> TG_ERR_OUT_OF_MEMORY, others TG_ERR_DEVICE.
+tg_status tgc_status_of(cudaError_t e);
+tg_status tgc_status_of_cublas(cublasStatus_t e);
+const char *tgc_cublas_string(cublasStatus_t e);
+
+#define TGC_CUDA(call)                                                                                     \
+  do {                                                                                                     \
+    cudaError_t tgc_e_ = (call);                                                                           \
+    if (tgc_e_ != cudaSuccess) {                                                                           \
+      tgc_set_error("%s: %s (%s:%d)", #call, cudaGetErrorString(tgc_e_), __FILE__, __LINE__);              \
+      return tgc_status_of(tgc_e_);                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+// After a kernel launch: reports a launch failure (bad configuration, etc.).
+#define TGC_LAUNCHED(name)                                                                                 \
+  do {                                                                                                     \
+    cudaError_t tgc_e_ = cudaGetLastError();                                                               \
+    if (tgc_e_ != cudaSuccess) {                                                                           \
+      tgc_set_error("kernel %s: %s", name, cudaGetErrorString(tgc_e_));                                    \
+      return tgc_status_of(tgc_e_);                                                                        \
+    }                                                                                                      \
+  } while (0)
+
+#define TGC_CUBLAS(call)                                                                                   \
+  do {                                                                                                     \
+    cublasStatus_t tgc_b_ = (call);                                                                        \
+    if (tgc_b_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
+      tgc_set_error("%s: %s (%s:%d)", #call, tgc_cublas_string(tgc_b_), __FILE__, __LINE__);               \
+      return tgc_status_of_cublas(tgc_b_);                                                                 \
+    }                                                                                                      \
+  } while (0)
+
+static inline unsigned tgc_blocks(long long n, int threads, long long cap = 65535LL * 32) {
+  long long b = (n + threads - 1) / threads;
+  if (b < 1) b = 1;
+  if (b > cap) b = cap;
+  return (unsigned)b;
+}
+
+// Element conversions used by kernels that take any float dtype.
+template <typename T> __device__ __forceinline__ float tgc_to_f(T x) { return (float)x; }
+template <> __device__ __forceinline__ float tgc_to_f<__half>(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ float tgc_to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T tgc_from_f(float x) { return (T)x; }
+template <> __device__ __forceinline__ __half tgc_from_f<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 tgc_from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
