@@ -1,27 +1,51 @@
 /* Elementwise ops: add / sub / mul with bias-style broadcasting, scale, relu, leaky_relu,
- * gelu, tanh. One node each; the HOST capsule runs host/elementwise.c. */
+ * gelu, tanh. One node each; HOST runs host/elementwise.c, CUDA runs cuda/elementwise.cu. */
 #include "../host/elementwise.h"
 #include "../tape/internal.h"
 
 #include <math.h>
 #include <stdio.h>
 
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/elementwise.h"
+#endif
+
 /* ------------------------------------------------------------ binary */
 
-static tg_status binary_backward_host(tg_tape *t, tgi_node *n) {
+static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   tgi_value *a = tgi_in(t, n, 0), *b = tgi_in(t, n, 1), *y = tgi_out(t, n, 0);
-  const void *gy = tgi_grad_h(t, y);
-  const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
-  void *ga = a->requires_grad ? tgi_grad_h(t, a) : NULL;
-  void *gb = b->requires_grad ? tgi_grad_h(t, b) : NULL;
+  host_binary_op op = (host_binary_op)n->p.i[0];
+  if (n->cap->provider == TG_PROVIDER_HOST) {
+    const void *gy = tgi_grad_h(t, y);
+    const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
+    void *ga = a->requires_grad ? tgi_grad_h(t, a) : NULL;
+    void *gb = b->requires_grad ? tgi_grad_h(t, b) : NULL;
+    if (t->status) return t->status;
+    host_binary_backward((tg_dtype)y->dtype, op, pa, a->numel, pb, b->numel, gy, ga, gb);
+    return TG_OK;
+  }
+#ifdef TIGA_HAVE_CUDA
+  const void *gy = tgi_grad_d(t, y);
+  const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
+  void *ga = a->requires_grad ? tgi_grad_d(t, a) : NULL;
+  void *gb = b->requires_grad ? tgi_grad_d(t, b) : NULL;
   if (t->status) return t->status;
-  host_binary_backward((tg_dtype)y->dtype, (host_binary_op)n->p.i[0], pa, a->numel, pb, b->numel, gy, ga, gb);
-  return TG_OK;
+  tg_status s = cuda_binary_backward(TGI_STREAM(t), (tg_dtype)y->dtype, op, pa, a->numel, pb, b->numel, gy, ga, gb);
+  if (s) tgi_fail_cuda(t, s, "backward");
+  return s;
+#else
+  return TG_ERR_INTERNAL;
+#endif
 }
 
-static const tgi_capsule cap_add_host = {"add", TG_PROVIDER_HOST, binary_backward_host, NULL};
-static const tgi_capsule cap_sub_host = {"sub", TG_PROVIDER_HOST, binary_backward_host, NULL};
-static const tgi_capsule cap_mul_host = {"mul", TG_PROVIDER_HOST, binary_backward_host, NULL};
+static const tgi_capsule cap_add_host = {"add", TG_PROVIDER_HOST, binary_backward, NULL};
+static const tgi_capsule cap_sub_host = {"sub", TG_PROVIDER_HOST, binary_backward, NULL};
+static const tgi_capsule cap_mul_host = {"mul", TG_PROVIDER_HOST, binary_backward, NULL};
+static const tgi_capsule cap_add_cuda = {"add", TG_PROVIDER_CUDA, binary_backward, NULL};
+static const tgi_capsule cap_sub_cuda = {"sub", TG_PROVIDER_CUDA, binary_backward, NULL};
+static const tgi_capsule cap_mul_cuda = {"mul", TG_PROVIDER_CUDA, binary_backward, NULL};
+static const tgi_capsule *const cap_binary[3][2] = {
+    {&cap_add_host, &cap_add_cuda}, {&cap_sub_host, &cap_sub_cuda}, {&cap_mul_host, &cap_mul_cuda}};
 
 /* The smaller operand's shape must equal the trailing dims of the larger. */
 static bool broadcast_ok(const tgi_value *big, const tgi_value *small) {
@@ -31,12 +55,15 @@ static bool broadcast_ok(const tgi_value *big, const tgi_value *small) {
   return true;
 }
 
-static tg_id binary(tg_tape *t, const char *name, host_binary_op op, const tgi_capsule *cap, tg_id a_id, tg_id b_id) {
+static tg_id binary(tg_tape *t, const char *name, host_binary_op op, tg_id a_id, tg_id b_id) {
   if (!tgi_op_begin(t, name)) return TG_NO_ID;
   tgi_value *a = tgi_arg(t, "a", a_id);
   tgi_value *b = a ? tgi_arg(t, "b", b_id) : NULL;
   if (!b) return TG_NO_ID;
-  if (!tgi_need_float(t, "a", a) || !tgi_need_float(t, "b", b) || !tgi_need_same_dtype(t, "a", a, "b", b))
+  tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
+  if (!p) return TG_NO_ID;
+  if (!tgi_need_float_for(t, p, "a", a) || !tgi_need_float_for(t, p, "b", b) ||
+      !tgi_need_same_dtype(t, "a", a, "b", b))
     return TG_NO_ID;
   const tgi_value *big = a->numel >= b->numel ? a : b, *small = big == a ? b : a;
   if (!broadcast_ok(big, small)) {
@@ -47,65 +74,103 @@ static tg_id binary(tg_tape *t, const char *name, host_binary_op op, const tgi_c
              tgi_shape_str(a->shape, a->ndim, sa, sizeof sa), tgi_shape_str(b->shape, b->ndim, sb, sizeof sb));
     return TG_NO_ID;
   }
-  tg_provider p = tgi_pick(t, TGI_HOST_ONLY);
-  if (!p) return TG_NO_ID;
   tgi_value *y = tgi_result(t, (tg_dtype)a->dtype, big->ndim, big->shape);
   if (!y) return TG_NO_ID;
-  const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
-  void *py = tgi_write_h(t, y);
-  if (!pa || !pb || !py) return TG_NO_ID;
-  host_binary_forward((tg_dtype)a->dtype, op, pa, a->numel, pb, b->numel, py);
+  if (p == TG_PROVIDER_HOST) {
+    const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
+    void *py = tgi_write_h(t, y);
+    if (!pa || !pb || !py) return TG_NO_ID;
+    host_binary_forward((tg_dtype)a->dtype, op, pa, a->numel, pb, b->numel, py);
+  } else {
+#ifdef TIGA_HAVE_CUDA
+    const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
+    void *py = tgi_write_d(t, y);
+    if (!pa || !pb || !py) return TG_NO_ID;
+    tg_status s = cuda_binary_forward(TGI_STREAM(t), (tg_dtype)a->dtype, op, pa, a->numel, pb, b->numel, py);
+    if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
+#endif
+  }
   tgi_value *in[2] = {a, b};
-  tgi_node *n = tgi_record(t, cap, 2, in, 1, &y);
+  tgi_node *n = tgi_record(t, cap_binary[op][p != TG_PROVIDER_HOST], 2, in, 1, &y);
   if (n) n->p.i[0] = op;
   return tgi_done(t, y);
 }
 
-tg_id tg_add(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_add", HOST_ADD, &cap_add_host, a, b); }
-tg_id tg_sub(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_sub", HOST_SUB, &cap_sub_host, a, b); }
-tg_id tg_mul(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_mul", HOST_MUL, &cap_mul_host, a, b); }
+tg_id tg_add(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_add", HOST_ADD, a, b); }
+tg_id tg_sub(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_sub", HOST_SUB, a, b); }
+tg_id tg_mul(tg_tape *t, tg_id a, tg_id b) { return binary(t, "tg_mul", HOST_MUL, a, b); }
 
 /* ------------------------------------------------------------ unary */
 
-static tg_status unary_backward_host(tg_tape *t, tgi_node *n) {
+static tg_status unary_backward(tg_tape *t, tgi_node *n) {
   tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
   if (!x->requires_grad) return TG_OK;
-  const void *gy = tgi_grad_h(t, y);
-  const void *px = tgi_read_h(t, x), *py = tgi_read_h(t, y);
-  void *gx = tgi_grad_h(t, x);
+  host_unary_op op = (host_unary_op)n->p.i[0];
+  if (n->cap->provider == TG_PROVIDER_HOST) {
+    const void *gy = tgi_grad_h(t, y);
+    const void *px = tgi_read_h(t, x), *py = tgi_read_h(t, y);
+    void *gx = tgi_grad_h(t, x);
+    if (t->status) return t->status;
+    host_unary_backward((tg_dtype)x->dtype, op, n->p.f[1], px, py, gy, gx, x->numel);
+    return TG_OK;
+  }
+#ifdef TIGA_HAVE_CUDA
+  const void *gy = tgi_grad_d(t, y);
+  const void *px = tgi_read_d(t, x), *py = tgi_read_d(t, y);
+  void *gx = tgi_grad_d(t, x);
   if (t->status) return t->status;
-  host_unary_backward((tg_dtype)x->dtype, (host_unary_op)n->p.i[0], n->p.f[1], px, py, gy, gx, x->numel);
-  return TG_OK;
+  tg_status s = cuda_unary_backward(TGI_STREAM(t), (tg_dtype)x->dtype, op, n->p.f[1], px, py, gy, gx, x->numel);
+  if (s) tgi_fail_cuda(t, s, "backward");
+  return s;
+#else
+  return TG_ERR_INTERNAL;
+#endif
 }
 
-static void describe_alpha(const tgi_node *n, char *buf, size_t cap) {
-  snprintf(buf, cap, "alpha=%g", n->p.f[1]);
-}
+static void describe_alpha(const tgi_node *n, char *buf, size_t cap) { snprintf(buf, cap, "alpha=%g", n->p.f[1]); }
 
-static const tgi_capsule cap_scale_host = {"scale", TG_PROVIDER_HOST, unary_backward_host, describe_alpha};
-static const tgi_capsule cap_relu_host = {"relu", TG_PROVIDER_HOST, unary_backward_host, NULL};
-static const tgi_capsule cap_leaky_host = {"leaky_relu", TG_PROVIDER_HOST, unary_backward_host, describe_alpha};
-static const tgi_capsule cap_gelu_host = {"gelu", TG_PROVIDER_HOST, unary_backward_host, NULL};
-static const tgi_capsule cap_tanh_host = {"tanh", TG_PROVIDER_HOST, unary_backward_host, NULL};
+#define UNARY_CAPS(name, str, desc)                                                                        \
+  static const tgi_capsule cap_##name##_host = {str, TG_PROVIDER_HOST, unary_backward, desc};             \
+  static const tgi_capsule cap_##name##_cuda = {str, TG_PROVIDER_CUDA, unary_backward, desc};
+UNARY_CAPS(scale, "scale", describe_alpha)
+UNARY_CAPS(relu, "relu", NULL)
+UNARY_CAPS(leaky, "leaky_relu", describe_alpha)
+UNARY_CAPS(gelu, "gelu", NULL)
+UNARY_CAPS(tanh, "tanh", NULL)
+static const tgi_capsule *const cap_unary[5][2] = {{&cap_scale_host, &cap_scale_cuda},
+                                                   {&cap_relu_host, &cap_relu_cuda},
+                                                   {&cap_leaky_host, &cap_leaky_cuda},
+                                                   {&cap_gelu_host, &cap_gelu_cuda},
+                                                   {&cap_tanh_host, &cap_tanh_cuda}};
 
-static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha, const tgi_capsule *cap, tg_id x_id) {
+static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha, tg_id x_id) {
   if (!tgi_op_begin(t, name)) return TG_NO_ID;
   tgi_value *x = tgi_arg(t, "x", x_id);
-  if (!x || !tgi_need_float(t, "x", x)) return TG_NO_ID;
+  if (!x) return TG_NO_ID;
   if (!isfinite(alpha)) {
     tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument '%s' is %g; expected a finite number",
              op == HOST_SCALE ? "s" : "slope", alpha);
     return TG_NO_ID;
   }
-  tg_provider p = tgi_pick(t, TGI_HOST_ONLY);
-  if (!p) return TG_NO_ID;
+  tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
+  if (!p || !tgi_need_float_for(t, p, "x", x)) return TG_NO_ID;
   tgi_value *y = tgi_result(t, (tg_dtype)x->dtype, x->ndim, x->shape);
   if (!y) return TG_NO_ID;
-  const void *px = tgi_read_h(t, x);
-  void *py = tgi_write_h(t, y);
-  if (!px || !py) return TG_NO_ID;
-  host_unary_forward((tg_dtype)x->dtype, op, alpha, px, py, x->numel);
-  tgi_node *n = tgi_record(t, cap, 1, &x, 1, &y);
+  if (p == TG_PROVIDER_HOST) {
+    const void *px = tgi_read_h(t, x);
+    void *py = tgi_write_h(t, y);
+    if (!px || !py) return TG_NO_ID;
+    host_unary_forward((tg_dtype)x->dtype, op, alpha, px, py, x->numel);
+  } else {
+#ifdef TIGA_HAVE_CUDA
+    const void *px = tgi_read_d(t, x);
+    void *py = tgi_write_d(t, y);
+    if (!px || !py) return TG_NO_ID;
+    tg_status s = cuda_unary_forward(TGI_STREAM(t), (tg_dtype)x->dtype, op, alpha, px, py, x->numel);
+    if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
+#endif
+  }
+  tgi_node *n = tgi_record(t, cap_unary[op][p != TG_PROVIDER_HOST], 1, &x, 1, &y);
   if (n) {
     n->p.i[0] = op;
     n->p.f[1] = alpha;
@@ -113,10 +178,8 @@ static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha,
   return tgi_done(t, y);
 }
 
-tg_id tg_scale(tg_tape *t, tg_id x, double s) { return unary(t, "tg_scale", HOST_SCALE, s, &cap_scale_host, x); }
-tg_id tg_relu(tg_tape *t, tg_id x) { return unary(t, "tg_relu", HOST_RELU, 0, &cap_relu_host, x); }
-tg_id tg_leaky_relu(tg_tape *t, tg_id x, double slope) {
-  return unary(t, "tg_leaky_relu", HOST_LEAKY_RELU, slope, &cap_leaky_host, x);
-}
-tg_id tg_gelu(tg_tape *t, tg_id x) { return unary(t, "tg_gelu", HOST_GELU, 0, &cap_gelu_host, x); }
-tg_id tg_tanh(tg_tape *t, tg_id x) { return unary(t, "tg_tanh", HOST_TANH, 0, &cap_tanh_host, x); }
+tg_id tg_scale(tg_tape *t, tg_id x, double s) { return unary(t, "tg_scale", HOST_SCALE, s, x); }
+tg_id tg_relu(tg_tape *t, tg_id x) { return unary(t, "tg_relu", HOST_RELU, 0, x); }
+tg_id tg_leaky_relu(tg_tape *t, tg_id x, double slope) { return unary(t, "tg_leaky_relu", HOST_LEAKY_RELU, slope, x); }
+tg_id tg_gelu(tg_tape *t, tg_id x) { return unary(t, "tg_gelu", HOST_GELU, 0, x); }
+tg_id tg_tanh(tg_tape *t, tg_id x) { return unary(t, "tg_tanh", HOST_TANH, 0, x); }

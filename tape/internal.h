@@ -212,6 +212,8 @@ bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) __attribute__((form
 tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id);
 /* Argument must be F32 or F64 (the host float types); false + sticky error otherwise. */
 bool tgi_need_float(tg_tape *t, const char *arg, const tgi_value *v);
+/* Argument must be a float dtype the provider computes in: HOST f32/f64, CUDA f32/f16/bf16. */
+bool tgi_need_float_for(tg_tape *t, tg_provider p, const char *arg, const tgi_value *v);
 /* Two float arguments must share a dtype. */
 bool tgi_need_same_dtype(tg_tape *t, const char *a, const tgi_value *va, const char *b,
                          const tgi_value *vb);
@@ -244,6 +246,12 @@ void *tgi_write_d(tg_tape *t, tgi_value *v);
 void *tgi_grad_h(tg_tape *t, tgi_value *v);
 void *tgi_grad_d(tg_tape *t, tgi_value *v);
 
+/* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
+ * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the
+ * buffer on the requested side (moved there if it lived on the other). NULL + sticky error. */
+void *tgi_state_h(tg_tape *t, tgi_value *v, int which);
+void *tgi_state_d(tg_tape *t, tgi_value *v, int which);
+
 /* Scratch memory valid until reset (host or device arena). NULL + sticky error on failure. */
 void *tgi_scratch_h(tg_tape *t, size_t bytes);
 void *tgi_scratch_d(tg_tape *t, size_t bytes);
@@ -269,6 +277,15 @@ static inline tgi_value *tgi_out(const tg_tape *t, const tgi_node *n, uint32_t i
 
 /* Device of the tape's runtime (NULL if host-only) and its stream / cuBLAS handle. */
 static inline tgi_device *tgi_dev(const tg_tape *t) { return t->rt->dev; }
+#define TGI_STREAM(t) tgi_device_stream(tgi_dev(t))
+#define TGI_CUBLAS(t) tgi_device_cublas(tgi_dev(t))
+/* Providers an op offers: HOST, plus CUDA when the library was built with it. */
+#ifdef TIGA_HAVE_CUDA
+#define TGI_HOST_AND_CUDA TGI_HOST_CUDA
+#else
+#define TGI_HOST_AND_CUDA TGI_HOST_ONLY
+#endif
+static inline bool tgi_is_cuda(tg_provider p) { return p == TG_PROVIDER_CUDA_FUSED || p == TG_PROVIDER_CUDA_COMPOSED; }
 /* Reports a failed CUDA launcher (message from cuda/launch.h's tgc_error()) as a sticky error. */
 bool tgi_fail_cuda(tg_tape *t, tg_status s, const char *what);
 

@@ -60,6 +60,14 @@ bool tgi_need_float(tg_tape *t, const char *arg, const tgi_value *v) {
                   tg_dtype_name((tg_dtype)v->dtype));
 }
 
+bool tgi_need_float_for(tg_tape *t, tg_provider p, const char *arg, const tgi_value *v) {
+  if (p == TG_PROVIDER_HOST) return tgi_need_float(t, arg, v);
+  if (v->dtype == TG_F32 || v->dtype == TG_F16 || v->dtype == TG_BF16) return true;
+  return tgi_fail(t, TG_ERR_DTYPE, "argument '%s' has dtype %s; provider %s takes f32, f16 or bf16%s", arg,
+                  tg_dtype_name((tg_dtype)v->dtype), tg_provider_name(p),
+                  v->dtype == TG_F64 ? " (f64 is computed on the HOST provider)" : "");
+}
+
 bool tgi_need_same_dtype(tg_tape *t, const char *a, const tgi_value *va, const char *b, const tgi_value *vb) {
   if (va->dtype == vb->dtype) return true;
   return tgi_fail(t, TG_ERR_DTYPE, "arguments '%s' (%s) and '%s' (%s) must have the same dtype", a,
@@ -216,6 +224,36 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side) {
 }
 
 void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST); }
+
+static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
+  if (v->kind != TGI_PARAM) {
+    tgi_fail(t, TG_ERR_INTERNAL, "optimizer state asked for a value that is not a parameter");
+    return NULL;
+  }
+  tgi_buf *b = which ? &v->opt_v : &v->opt_m;
+  if (b->valid) {
+    void *p = make_current(t, v, b, side);
+    if (p) b->valid = (uint8_t)side; /* the caller updates this side */
+    return p;
+  }
+  void *p = side_alloc(t, v, b, side);
+  if (!p) return NULL;
+  if (side == TGI_ON_HOST) {
+    memset(p, 0, v->bytes);
+  } else {
+    char msg[TGI_MSG_CAP];
+    tg_status s = tgi_device_zero(t->rt->dev, p, v->bytes, msg);
+    if (s) {
+      tgi_fail(t, s, "%s", msg);
+      return NULL;
+    }
+  }
+  b->valid = (uint8_t)side;
+  return p;
+}
+
+void *tgi_state_h(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_HOST); }
+void *tgi_state_d(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_DEV); }
 void *tgi_grad_d(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_DEV); }
 
 void *tgi_scratch_h(tg_tape *t, size_t bytes) {

@@ -122,3 +122,168 @@ tg_gradcheck_input ts_gc_input(tg_dtype dt, int ndim, const int64_t *shape, cons
   in.differentiable = dt == TG_F64;
   return in;
 }
+
+uint16_t ts_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+float ts_bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t ts_f32_to_f16(float f) {
+  /* exact via double arithmetic: scale into the half grid and round to nearest even */
+  double v = f;
+  uint16_t sign = v < 0 ? 0x8000 : 0;
+  v = fabs(v);
+  if (isnan(f)) return 0x7e00;
+  if (v >= 65520.0) return sign | 0x7c00;
+  if (v < 0x1.0p-14) { /* subnormal: multiples of 2^-24 */
+    double q = nearbyint(v * 0x1.0p24);
+    return sign | (uint16_t)q;
+  }
+  int e;
+  double m = frexp(v, &e); /* v = m 2^e, m in [0.5, 1) */
+  double q = nearbyint(m * 2048.0); /* 11 bits */
+  if (q >= 2048.0) {
+    q /= 2;
+    e++;
+  }
+  int exp = e - 1 + 15;
+  if (exp >= 31) return sign | 0x7c00;
+  return sign | (uint16_t)(exp << 10) | (uint16_t)((int)q - 1024);
+}
+
+float ts_f16_to_f32(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return (float)((h & 0x8000) ? -v : v);
+}
+
+void *ts_convert(const double *x, size_t n, tg_dtype dt) {
+  void *out = malloc(n * tg_dtype_size(dt) + 1);
+  for (size_t i = 0; i < n; i++) {
+    switch (dt) {
+    case TG_F32: ((float *)out)[i] = (float)x[i]; break;
+    case TG_F64: ((double *)out)[i] = x[i]; break;
+    case TG_F16: ((uint16_t *)out)[i] = ts_f32_to_f16((float)x[i]); break;
+    case TG_BF16: ((uint16_t *)out)[i] = ts_f32_to_bf16((float)x[i]); break;
+    default: cr_assert_fail("ts_convert: dtype %s", tg_dtype_name(dt));
+    }
+  }
+  return out;
+}
+
+/* Reads any float value as doubles into a new buffer; *n receives numel. */
+static double *read_doubles(tg_tape *t, tg_id id, int grad, int64_t *n) {
+  tg_dtype dt;
+  cr_assert_eq(tg_tape_numel(t, id, n), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_dtype(t, id, &dt), TG_OK, "%s", tg_tape_error(t));
+  size_t bytes = (size_t)*n * tg_dtype_size(dt);
+  void *raw = malloc(bytes);
+  tg_status s = grad ? tg_tape_read_grad(t, id, raw, bytes) : tg_tape_read(t, id, raw, bytes);
+  cr_assert_eq(s, TG_OK, "read: %s", tg_tape_error(t));
+  double *out = malloc((size_t)*n * sizeof(double));
+  for (int64_t i = 0; i < *n; i++) {
+    switch (dt) {
+    case TG_F32: out[i] = ((float *)raw)[i]; break;
+    case TG_F64: out[i] = ((double *)raw)[i]; break;
+    case TG_F16: out[i] = ts_f16_to_f32(((uint16_t *)raw)[i]); break;
+    case TG_BF16: out[i] = ts_bf16_to_f32(((uint16_t *)raw)[i]); break;
+    default: cr_assert_fail("read_doubles: dtype %s", tg_dtype_name(dt));
+    }
+  }
+  free(raw);
+  return out;
+}
+
+typedef struct {
+  double *y;
+  int64_t ny;
+  double **g;
+} run_out;
+
+static void run_once(tg_runtime *rt, tg_provider prov, tg_gradcheck_fn fn, void *user, int n,
+                     const tg_gradcheck_input *inputs, tg_dtype dt, const double *R, int64_t nR, run_out *o) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, prov, NULL);
+  tg_id ids[16];
+  cr_assert(n <= 16);
+  for (int i = 0; i < n; i++) {
+    const tg_gradcheck_input *in = &inputs[i];
+    int64_t numel = 1;
+    for (int d = 0; d < in->ndim; d++) numel *= in->shape[d];
+    if (in->differentiable) {
+      void *conv = ts_convert(in->data, (size_t)numel, dt);
+      ids[i] = ts_input(t, dt, in->ndim, in->shape, conv, TG_REQUIRES_GRAD);
+      free(conv);
+    } else {
+      ids[i] = ts_input(t, in->dtype, in->ndim, in->shape, in->data, 0);
+    }
+  }
+  tg_id y = fn(t, ids, user);
+  cr_assert_eq(tg_tape_status(t), TG_OK, "provider %s: %s", tg_provider_name(prov), tg_tape_error(t));
+  o->y = read_doubles(t, y, 0, &o->ny);
+  if (R) {
+    cr_assert_eq(nR, o->ny);
+    tg_dtype ydt;
+    tg_tape_dtype(t, y, &ydt);
+    tg_dtype wide = ydt == TG_F64 ? TG_F64 : TG_F32;
+    int ndim;
+    int64_t shape[TG_MAX_DIMS];
+    tg_tape_shape(t, y, &ndim, shape);
+    void *rc = ts_convert(R, (size_t)nR, wide);
+    tg_id r = ts_input(t, wide, ndim, shape, rc, 0);
+    free(rc);
+    tg_id yw = ydt == wide ? y : tg_cast(t, y, wide);
+    tg_id loss = tg_sum(t, tg_mul(t, yw, r));
+    cr_assert_eq(tg_tape_status(t), TG_OK, "loss: %s", tg_tape_error(t));
+    cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "backward on %s: %s", tg_provider_name(prov), tg_tape_error(t));
+    o->g = calloc((size_t)n, sizeof(double *));
+    for (int i = 0; i < n; i++) {
+      if (!inputs[i].differentiable) continue;
+      int64_t ng;
+      o->g[i] = read_doubles(t, ids[i], 1, &ng);
+    }
+  }
+  tg_tape_destroy(t);
+}
+
+void ts_check_cuda_vs_host(tg_gradcheck_fn fn, void *user, int n, const tg_gradcheck_input *inputs, tg_dtype dt,
+                           tg_provider prov, double tol) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip();
+  tg_runtime *hrt = ts_host_runtime();
+  run_out h = {0}, c = {0};
+  run_once(hrt, TG_PROVIDER_HOST, fn, user, n, inputs, TG_F64, NULL, 0, &h);
+  double *R = malloc((size_t)h.ny * sizeof(double));
+  ts_uniform(R, (size_t)h.ny, 0xabcdef, -1, 1);
+  free(h.y);
+  run_once(hrt, TG_PROVIDER_HOST, fn, user, n, inputs, TG_F64, R, h.ny, &h);
+  run_once(crt, prov, fn, user, n, inputs, dt, R, h.ny, &c);
+  double e = ts_rel_l2(c.y, h.y, (size_t)h.ny);
+  cr_expect(e <= tol, "%s %s forward: rel L2 error %.3g > %.3g", tg_provider_name(prov), tg_dtype_name(dt), e, tol);
+  for (int i = 0; i < n; i++) {
+    if (!inputs[i].differentiable) continue;
+    int64_t numel = 1;
+    for (int d = 0; d < inputs[i].ndim; d++) numel *= inputs[i].shape[d];
+    double eg = ts_rel_l2(c.g[i], h.g[i], (size_t)numel);
+    cr_expect(eg <= tol, "%s %s gradient of input %d: rel L2 error %.3g > %.3g", tg_provider_name(prov),
+              tg_dtype_name(dt), i, eg, tol);
+    free(c.g[i]);
+    free(h.g[i]);
+  }
+  free(c.g);
+  free(h.g);
+  free(c.y);
+  free(h.y);
+  free(R);
+  tg_runtime_destroy(crt);
+  tg_runtime_destroy(hrt);
+}

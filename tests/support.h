@@ -63,4 +63,21 @@ void ts_gradcheck(tg_gradcheck_fn fn, void *user, int n, const tg_gradcheck_inpu
 /* Builds a tg_gradcheck_input (f64, differentiable unless dt is not F64). */
 tg_gradcheck_input ts_gc_input(tg_dtype dt, int ndim, const int64_t *shape, const void *data);
 
+/* Host-side conversions for building f16 / bf16 test inputs (round to nearest even). */
+uint16_t ts_f32_to_f16(float f);
+float ts_f16_to_f32(uint16_t h);
+uint16_t ts_f32_to_bf16(float f);
+float ts_bf16_to_f32(uint16_t b);
+/* Converts n doubles to dt (f32, f64, f16, bf16) into a new malloc'd buffer. */
+void *ts_convert(const double *x, size_t n, tg_dtype dt);
+
+/* CUDA-vs-host check. Runs fn twice: on a HOST runtime with the inputs as given (f64), and on a
+ * CUDA runtime (device 0) with provider `prov` and every differentiable input converted to `dt`.
+ * The result y (any shape) is compared by ||y_cuda - y_host|| / ||y_host|| <= tol; then both
+ * tapes run backward from sum(cast(y, f32 or f64) * R) with the same random R, and every
+ * differentiable input's gradient is compared the same way. Skips (visible reason) without a
+ * GPU. The worst relative errors are written to *out_err / *grad_err when not NULL. */
+void ts_check_cuda_vs_host(tg_gradcheck_fn fn, void *user, int n, const tg_gradcheck_input *inputs, tg_dtype dt,
+                           tg_provider prov, double tol);
+
 #endif

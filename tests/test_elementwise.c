@@ -146,3 +146,46 @@ Test(elementwise, errors) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+/* ---- CUDA provider against the host f64 reference (skips without a GPU) */
+
+static tg_id cv_binary(tg_tape *t, const tg_id *in, void *user) {
+  binary_fn f = *(binary_fn *)user;
+  return f(t, in[0], in[1]);
+}
+static tg_id cv_unary(tg_tape *t, const tg_id *in, void *user) {
+  unary_fn f = *(unary_fn *)user;
+  return f(t, in[0]);
+}
+static tg_id cv_sum(tg_tape *t, const tg_id *in, void *user) {
+  (void)user;
+  return tg_add(t, tg_sum(t, in[0]), tg_mean(t, in[0]));
+}
+
+Test(elementwise_cuda, matches_host_f32_odd_sizes) {
+  int64_t sa[3] = {7, 13, 37}, sb[1] = {37};
+  size_t na = 7 * 13 * 37;
+  double *a = malloc(na * sizeof(double)), b[37], *c = malloc(na * sizeof(double));
+  ts_uniform(a, na, 11, -3, 3);
+  ts_uniform(b, 37, 12, -3, 3);
+  ts_uniform(c, na, 13, -3, 3);
+  binary_fn bf[] = {tg_add, tg_sub, tg_mul};
+  for (int k = 0; k < 3; k++) {
+    tg_gradcheck_input ab[2] = {ts_gc_input(TG_F64, 3, sa, a), ts_gc_input(TG_F64, 1, sb, b)};
+    ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ab, TG_F32, TG_PROVIDER_CUDA, 1e-6);
+    tg_gradcheck_input ba[2] = {ts_gc_input(TG_F64, 1, sb, b), ts_gc_input(TG_F64, 3, sa, a)};
+    ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ba, TG_F32, TG_PROVIDER_CUDA, 1e-6);
+    tg_gradcheck_input ac[2] = {ts_gc_input(TG_F64, 3, sa, a), ts_gc_input(TG_F64, 3, sa, c)};
+    ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ac, TG_F32, TG_PROVIDER_CUDA, 1e-6);
+  }
+  unary_fn uf[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale};
+  for (size_t k = 0; k < sizeof uf / sizeof uf[0]; k++) {
+    tg_gradcheck_input in = ts_gc_input(TG_F64, 3, sa, a);
+    ts_check_cuda_vs_host(cv_unary, &uf[k], 1, &in, TG_F32, TG_PROVIDER_CUDA, 1e-5);
+    ts_check_cuda_vs_host(cv_unary, &uf[k], 1, &in, TG_BF16, TG_PROVIDER_CUDA, 2e-2);
+  }
+  tg_gradcheck_input in = ts_gc_input(TG_F64, 3, sa, a);
+  ts_check_cuda_vs_host(cv_sum, NULL, 1, &in, TG_F32, TG_PROVIDER_CUDA, 1e-5);
+  free(a);
+  free(c);
+}

@@ -1,0 +1,25 @@
+/* CUDA launchers for elementwise ops and full reductions (f32, f16, bf16). Semantics match
+ * host/elementwise.h and host/reduce.h; the op enums are shared. */
+#ifndef TIGA_CUDA_ELEMENTWISE_H
+#define TIGA_CUDA_ELEMENTWISE_H
+#include "../host/elementwise.h"
+#include "launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+tg_status cuda_binary_forward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,
+                              int64_t nb, void *y);
+tg_status cuda_binary_backward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,
+                               int64_t nb, const void *gy, void *ga, void *gb);
+tg_status cuda_unary_forward(tgc_stream s, tg_dtype dt, host_unary_op op, double alpha, const void *x, void *y,
+                             int64_t n);
+tg_status cuda_unary_backward(tgc_stream s, tg_dtype dt, host_unary_op op, double alpha, const void *x, const void *y,
+                              const void *gy, void *gx, int64_t n);
+/* *y = alpha * sum(x) (y is one element of dt); gx[i] += alpha * gy. */
+tg_status cuda_sum_forward(tgc_stream s, tg_dtype dt, const void *x, int64_t n, double alpha, void *y);
+tg_status cuda_sum_backward(tgc_stream s, tg_dtype dt, const void *gy, int64_t n, double alpha, void *gx);
+#ifdef __cplusplus
+}
+#endif
+#endif
