@@ -87,9 +87,9 @@ static tg_id gc_weighted(tg_tape *t, const tg_id *in, void *user) {
 
 Test(softmax, gradcheck) {
   int64_t s2[2] = {3, 5}, s3[3] = {2, 2, 3}, s1[1] = {6}, sn1[2] = {4, 1};
-  double x[12], w[12];
-  ts_uniform(x, 12, 4, -2, 2);
-  ts_uniform(w, 12, 5, -1, 1);
+  double x[15], w[15];
+  ts_uniform(x, 15, 4, -2, 2);
+  ts_uniform(w, 15, 5, -1, 1);
   const int64_t *shapes[4] = {s2, s3, s1, sn1};
   int ndims[4] = {2, 3, 1, 2};
   for (int k = 0; k < 4; k++) {
