@@ -270,7 +270,9 @@ TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
 /* ---- explain */
 
 /* Renders the tape as text, one line per node:
- *   #node  op  provider  in=[ids]  -> out=id [shape] dtype  saved=N bytes  ...
+ *   #node  op  provider  in=[vA,vB]  -> vC [shape] dtype  saved=N  [h2d=.. d2h=..]  [details]
+ * Values appear as v<slot>, the low 32 bits of their tg_id; saved = bytes kept for backward
+ * beyond the node's inputs and outputs; h2d/d2h = host<->device copies the node caused.
  * Writes at most cap bytes (always NUL-terminated if cap > 0) and sets *len (may be NULL) to
  * the full length without the NUL, as snprintf. */
 TG_API tg_status tg_tape_explain(tg_tape *tape, char *buf, size_t cap, size_t *len);

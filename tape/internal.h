@@ -155,6 +155,7 @@ struct tg_tape {
   tgi_value **vslabs;
   uint32_t nvslabs;
   uint32_t nvals;      /* slots ever used */
+  uint32_t tag;        /* 11-bit tape tag kept in the high bits of every generation */
   uint32_t *free_slots;
   uint32_t nfree, capfree;
 
@@ -178,6 +179,11 @@ struct tg_tape {
 #define TGI_SLAB 1024u
 static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) {
   return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB];
+}
+/* A generation is (tape tag << 20) | counter, so an id from another tape never matches. */
+#define TGI_GEN_BITS 20u
+static inline uint32_t tgi_gen_next(uint32_t gen) {
+  return (gen & ~((1u << TGI_GEN_BITS) - 1)) | ((gen + 1) & ((1u << TGI_GEN_BITS) - 1));
 }
 static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) {
   return (tg_id)(((uint64_t)gen << 32) | idx);

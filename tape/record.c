@@ -37,6 +37,11 @@ tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
   }
   uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
   uint32_t gen = (uint32_t)((uint64_t)id >> 32);
+  if ((gen >> TGI_GEN_BITS) != t->tag) {
+    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued (another tape's id?)", arg,
+             (long long)id);
+    return NULL;
+  }
   if (idx >= t->nvals) {
     tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued", arg, (long long)id);
     return NULL;

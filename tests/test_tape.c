@@ -317,3 +317,18 @@ Test(tape, many_steps_stable_memory) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+Test(tape, ids_of_another_tape_are_rejected) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *a = ts_tape(rt), *b = ts_tape(rt);
+  double x[3] = {1, 2, 3};
+  tg_id ia = ts_input(a, TG_F64, 1, S3, x, 0);
+  ts_input(b, TG_F64, 1, S3, x, 0); /* same slot index in b */
+  cr_expect_eq(tg_relu(b, ia), TG_NO_ID);
+  TS_EXPECT_STICKY(b, TG_ERR_INVALID_ID, "another tape");
+  double v[3];
+  TS_EXPECT_STATUS(tg_tape_read(b, ia, v, sizeof v), TG_ERR_INVALID_ID, b, "another tape");
+  tg_tape_destroy(a);
+  tg_tape_destroy(b);
+  tg_runtime_destroy(rt);
+}
