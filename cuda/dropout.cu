@@ -13,7 +13,9 @@ __host__ __device__ __forceinline__ void tgc_philox4x32(uint64_t key, uint64_t c
                                                         uint32_t out[4]) {
   uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32), c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+#ifdef __CUDA_ARCH__ // the host compiler warns on unknown pragmas
 #pragma unroll
+#endif
   for (int r = 0; r < 10; r++) {
     uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
     uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
