@@ -30,7 +30,8 @@ static tg_status gemm(cublasHandle_t h, tg_dtype dt, bool trans_a, bool trans_b,
                       long long stride_c, long long batch) {
   cudaDataType_t ty;
   if (!cuda_type(dt, &ty)) return TG_ERR_DTYPE;
-  if (!fits_int(M, "M") || !fits_int(N, "N") || !fits_int(K, "K") || !fits_int(batch, "batch")) return TG_ERR_UNSUPPORTED;
+  if (!fits_int(M, "M") || !fits_int(N, "N") || !fits_int(K, "K") || !fits_int(batch, "batch"))
+    return TG_ERR_UNSUPPORTED;
   const float alpha = 1.f;
   // column-major: Cᵀ[N, M] = op'(B)[N, K] · op'(A)[K, M]
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -50,7 +51,8 @@ static tg_status gemm(cublasHandle_t h, tg_dtype dt, bool trans_a, bool trans_b,
 template <typename T>
 __global__ void k_bias_rows(T *__restrict__ y, const T *__restrict__ bias, long long rows, long long n) {
   long long total = rows * n;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x)
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+       i += (long long)gridDim.x * blockDim.x)
     y[i] = bias[i % n];
 }
 
@@ -63,7 +65,8 @@ __global__ void k_colsum_part(const T *__restrict__ gy, long long rows, long lon
   if (j >= n) return;
   long long r0 = blockIdx.y * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
   float s = 0.f;
-  for (long long r = r0; r < r1; r++) s += tgc_to_f(gy[r * n + j]);
+  for (long long r = r0; r < r1; r++)
+    s += tgc_to_f(gy[r * n + j]);
   part[blockIdx.y * n + j] = s;
 }
 
@@ -72,11 +75,13 @@ __global__ void k_colsum_final(const float *__restrict__ part, long long chunks,
   long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (j >= n) return;
   float s = 0.f;
-  for (long long c = 0; c < chunks; c++) s += part[c * n + j];
+  for (long long c = 0; c < chunks; c++)
+    s += part[c * n + j];
   gb[j] = tgc_from_f<T>(tgc_to_f(gb[j]) + s);
 }
 
-template <typename T> static tg_status bias_rows(cudaStream_t s, void *y, const void *bias, long long rows, long long n) {
+template <typename T>
+static tg_status bias_rows(cudaStream_t s, void *y, const void *bias, long long rows, long long n) {
   k_bias_rows<T><<<tgc_blocks(rows * n, 256), 256, 0, s>>>((T *)y, (const T *)bias, rows, n);
   TGC_LAUNCHED("bias_rows");
   return TG_OK;
@@ -100,12 +105,12 @@ template <typename T> static tg_status colsum(cudaStream_t s, const void *gy, lo
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA linear kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;    \
+#define DISPATCH(dt, FN, ...)                                                                                          \
+  switch (dt) {                                                                                                        \
+  case TG_F32: return FN<float>(__VA_ARGS__);                                                                          \
+  case TG_F16: return FN<__half>(__VA_ARGS__);                                                                         \
+  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                                 \
+  default: tgc_set_error("dtype %s has no CUDA linear kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;                \
   }
 
 static tg_status bias_rows_any(cudaStream_t s, tg_dtype dt, void *y, const void *bias, long long rows, long long n) {
@@ -137,8 +142,8 @@ extern "C" tg_status cuda_linear_backward(tgc_stream s, tgc_cublas h, tg_dtype d
   return st;
 }
 
-extern "C" tg_status cuda_matmul_forward(tgc_stream s, tgc_cublas h, tg_dtype dt, const void *a, const void *b,
-                                         void *y, int64_t batch, int64_t M, int64_t K, int64_t N, int b_shared) {
+extern "C" tg_status cuda_matmul_forward(tgc_stream s, tgc_cublas h, tg_dtype dt, const void *a, const void *b, void *y,
+                                         int64_t batch, int64_t M, int64_t K, int64_t N, int b_shared) {
   if (b_shared) return cuda_linear_forward(s, h, dt, a, b, nullptr, y, batch * M, K, N); // one product, all rows
   return gemm(h, dt, false, false, M, N, K, a, M * K, b, K * N, 0.f, y, M * N, batch);
 }

@@ -18,8 +18,8 @@ tg_status host_linear_backward(tg_dtype dt, const void *x, const void *w, const 
                                int64_t rows, int64_t in, int64_t out);
 
 /* y[i] = a[i] · b[i] for i < batch with a[i] [M, K], b[i] [K, N] (b_shared: one b for every i). */
-tg_status host_matmul_forward(tg_dtype dt, const void *a, const void *b, void *y, int64_t batch, int64_t M,
-                              int64_t K, int64_t N, int b_shared);
+tg_status host_matmul_forward(tg_dtype dt, const void *a, const void *b, void *y, int64_t batch, int64_t M, int64_t K,
+                              int64_t N, int b_shared);
 /* ga[i] += gy[i] · b[i]ᵀ, gb[i] += a[i]ᵀ · gy[i] (b_shared: gb += sum_i a[i]ᵀ · gy[i]); ga or gb may be NULL. */
 tg_status host_matmul_backward(tg_dtype dt, const void *a, const void *b, const void *gy, void *ga, void *gb,
                                int64_t batch, int64_t M, int64_t K, int64_t N, int b_shared);

@@ -14,7 +14,7 @@
 #endif
 
 /* node parameters */
-enum { P_ROWS = 0, P_IN = 1, P_OUT = 2 };               /* linear */
+enum { P_ROWS = 0, P_IN = 1, P_OUT = 2 };                      /* linear */
 enum { P_BATCH = 0, P_M = 1, P_K = 2, P_N = 3, P_SHARED = 4 }; /* matmul */
 
 static bool fail_oom_or_cuda(tg_tape *t, tg_status s, bool cuda, const char *what) {
@@ -91,7 +91,8 @@ tg_id tg_linear(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id) {
                     tgi_shape_str(w->shape, w->ndim, sw, sizeof sw)),
            TG_NO_ID;
   int64_t shape[TG_MAX_DIMS];
-  for (int i = 0; i < x->ndim - 1; i++) shape[i] = x->shape[i];
+  for (int i = 0; i < x->ndim - 1; i++)
+    shape[i] = x->shape[i];
   shape[x->ndim - 1] = out;
   tgi_value *y = tgi_result(t, (tg_dtype)x->dtype, x->ndim, shape);
   if (!y) return TG_NO_ID;
@@ -184,7 +185,8 @@ tg_id tg_matmul(tg_tape *t, tg_id a_id, tg_id b_id) {
            TG_NO_ID;
   bool shared = b->ndim == 2;
   bool same_batch = b->ndim == nd;
-  for (int i = 0; same_batch && i < nd - 2; i++) same_batch = a->shape[i] == b->shape[i];
+  for (int i = 0; same_batch && i < nd - 2; i++)
+    same_batch = a->shape[i] == b->shape[i];
   if (!shared && !same_batch) {
     char bat[TGI_SHAPE_STR_CAP];
     return tgi_fail(t, TG_ERR_SHAPE,
@@ -195,7 +197,8 @@ tg_id tg_matmul(tg_tape *t, tg_id a_id, tg_id b_id) {
   }
   int64_t batch = a->numel / (M * K);
   int64_t shape[TG_MAX_DIMS];
-  for (int i = 0; i < nd - 1; i++) shape[i] = a->shape[i];
+  for (int i = 0; i < nd - 1; i++)
+    shape[i] = a->shape[i];
   shape[nd - 1] = N;
   tgi_value *y = tgi_result(t, (tg_dtype)a->dtype, nd, shape);
   if (!y) return TG_NO_ID;

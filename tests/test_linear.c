@@ -13,7 +13,8 @@ static void ref_linear(const double *x, const double *w, const double *b, double
   for (int64_t r = 0; r < rows; r++)
     for (int64_t j = 0; j < out; j++) {
       double s = b ? b[j] : 0;
-      for (int64_t k = 0; k < in; k++) s += x[r * in + k] * w[k * out + j];
+      for (int64_t k = 0; k < in; k++)
+        s += x[r * in + k] * w[k * out + j];
       y[r * out + j] = s;
     }
 }
@@ -26,7 +27,8 @@ static void ref_matmul(const double *a, const double *b, double *y, int64_t batc
 
 /* Rounds to f32 so the reference sees exactly the inputs an f32 run sees. */
 static void round_f32(double *x, size_t n) {
-  for (size_t i = 0; i < n; i++) x[i] = (float)x[i];
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)x[i];
 }
 
 static tg_id input_as(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const double *x, size_t n,
@@ -50,7 +52,8 @@ static void check_linear_forward(tg_dtype dt, int xdim, const int64_t *xs, int64
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   int64_t rows = 1;
-  for (int i = 0; i < xdim - 1; i++) rows *= xs[i];
+  for (int i = 0; i < xdim - 1; i++)
+    rows *= xs[i];
   size_t nx = (size_t)(rows * in), nw = (size_t)(in * out), ny = (size_t)(rows * out);
   double *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w), b[512], *y = malloc(ny * sizeof *y),
          *want = malloc(ny * sizeof *want);
@@ -72,7 +75,8 @@ static void check_linear_forward(tg_dtype dt, int xdim, const int64_t *xs, int64
   int64_t shape[TG_MAX_DIMS];
   tg_tape_shape(t, iy, &ndim, shape);
   cr_expect_eq(ndim, xdim);
-  for (int i = 0; i < xdim - 1; i++) cr_expect_eq(shape[i], xs[i]);
+  for (int i = 0; i < xdim - 1; i++)
+    cr_expect_eq(shape[i], xs[i]);
   cr_expect_eq(shape[xdim - 1], out);
   ts_read(t, iy, y, (int64_t)ny);
   ref_linear(x, w, bias ? b : NULL, want, rows, in, out);
@@ -113,16 +117,19 @@ Test(linear, forward_exact_values) {
 /* Sizes that cross the host kernel's K blocks (128), N panels (256) and register tiles. */
 Test(linear, forward_blocked_odd_sizes) {
   int64_t xs[2] = {67, 300};
-  for (int dt = TG_F32; dt <= TG_F64; dt++) check_linear_forward((tg_dtype)dt, 2, xs, 300, 270, 1);
+  for (int dt = TG_F32; dt <= TG_F64; dt++)
+    check_linear_forward((tg_dtype)dt, 2, xs, 300, 270, 1);
   int64_t xs2[3] = {3, 5, 129};
-  for (int dt = TG_F32; dt <= TG_F64; dt++) check_linear_forward((tg_dtype)dt, 3, xs2, 129, 9, 0);
+  for (int dt = TG_F32; dt <= TG_F64; dt++)
+    check_linear_forward((tg_dtype)dt, 3, xs2, 129, 9, 0);
 }
 
 static void check_matmul_forward(tg_dtype dt, int nd, const int64_t *as, int bnd, const int64_t *bs) {
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   int64_t M = as[nd - 2], K = as[nd - 1], N = bs[bnd - 1], batch = 1;
-  for (int i = 0; i < nd - 2; i++) batch *= as[i];
+  for (int i = 0; i < nd - 2; i++)
+    batch *= as[i];
   int shared = bnd == 2;
   size_t na = (size_t)(batch * M * K), nb = (size_t)((shared ? 1 : batch) * K * N), ny = (size_t)(batch * M * N);
   double *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *y = malloc(ny * sizeof *y),
@@ -139,7 +146,8 @@ static void check_matmul_forward(tg_dtype dt, int nd, const int64_t *as, int bnd
   int64_t shape[TG_MAX_DIMS];
   tg_tape_shape(t, iy, &ndim, shape);
   cr_expect_eq(ndim, nd);
-  for (int i = 0; i < nd - 1; i++) cr_expect_eq(shape[i], as[i]);
+  for (int i = 0; i < nd - 1; i++)
+    cr_expect_eq(shape[i], as[i]);
   cr_expect_eq(shape[nd - 1], N);
   ts_read(t, iy, y, (int64_t)ny);
   ref_matmul(a, b, want, batch, M, K, N, shared);
@@ -193,7 +201,8 @@ Test(linear, backward_values_f32) {
           ww[k * OUT + j] += x[r * IN + k] * R[r * OUT + j];
         }
     for (int r = 0; r < ROWS; r++)
-      for (int j = 0; j < OUT; j++) wb[j] += R[r * OUT + j];
+      for (int j = 0; j < OUT; j++)
+        wb[j] += R[r * OUT + j];
     ts_read_grad(t, ix, gx, ROWS * IN);
     ts_read_grad(t, iw, gw, IN * OUT);
     ts_read_grad(t, ib, gb, OUT);
@@ -308,16 +317,17 @@ Test(linear, errors) {
   int32_t ints[64] = {0};
   int64_t xs[2] = {2, 5}, ws[2] = {5, 4}, wbad[2] = {3, 4}, w3[3] = {1, 5, 4}, bs[1] = {4}, bbad[1] = {3};
   tg_id x, w, b;
-#define FRESH()                                                                                            \
-  do {                                                                                                     \
-    tg_tape_reset(t);                                                                                      \
-    x = ts_input(t, TG_F64, 2, xs, d, 0);                                                                  \
-    w = ts_input(t, TG_F64, 2, ws, d, 0);                                                                  \
-    b = ts_input(t, TG_F64, 1, bs, d, 0);                                                                  \
+#define FRESH()                                                                                                        \
+  do {                                                                                                                 \
+    tg_tape_reset(t);                                                                                                  \
+    x = ts_input(t, TG_F64, 2, xs, d, 0);                                                                              \
+    w = ts_input(t, TG_F64, 2, ws, d, 0);                                                                              \
+    b = ts_input(t, TG_F64, 1, bs, d, 0);                                                                              \
   } while (0)
   FRESH();
   cr_expect_eq(tg_linear(t, x, ts_input(t, TG_F64, 2, wbad, d, 0), b), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_linear: argument 'w' has shape [3, 4]; expected [in=5, out] (in from 'x' [2, 5])");
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "tg_linear: argument 'w' has shape [3, 4]; expected [in=5, out] (in from 'x' [2, 5])");
   FRESH();
   cr_expect_eq(tg_linear(t, x, ts_input(t, TG_F64, 3, w3, d, 0), b), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'w' has shape [1, 5, 4]");
@@ -380,7 +390,8 @@ Test(matmul, errors) {
   int64_t v4[1] = {4}, b4[4] = {1, 2, 4, 5}, a2[2] = {3, 4};
   tg_id a = ts_input(t, TG_F64, 3, a3, d, 0);
   cr_expect_eq(tg_matmul(t, a, ts_input(t, TG_F64, 3, bk, d, 0)), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_matmul: argument 'b' has shape [2, 3, 5]; expected [..., K=4, N] (K from 'a' [2, 3, 4])");
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "tg_matmul: argument 'b' has shape [2, 3, 5]; expected [..., K=4, N] (K from 'a' [2, 3, 4])");
   tg_tape_reset(t);
   a = ts_input(t, TG_F64, 3, a3, d, 0);
   cr_expect_eq(tg_matmul(t, a, ts_input(t, TG_F64, 3, bbatch, d, 0)), TG_NO_ID);
