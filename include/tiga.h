@@ -335,7 +335,9 @@ TG_API tg_id tg_cross_entropy(tg_tape *tape, tg_id logits, tg_id targets, int32_
 TG_API tg_id tg_mse(tg_tape *tape, tg_id a, tg_id b);
 /* Inverted dropout: y = x * mask / keep with mask ~ Bernoulli(keep) drawn from the tape's RNG
  * (tg_tape_set_seed) and a per-tape call counter; keep in (0, 1]; keep == 1 is the identity.
- * In no-grad mode dropout is the identity (inference). */
+ * In no-grad mode dropout is the identity (inference). tg_tape_reset restarts the call counter,
+ * so a training loop calls tg_tape_set_seed(tape, seed + step) each step for fresh masks (and
+ * gets reproducible ones). */
 TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
 
 /* Converts to another float dtype (f32, f64, f16, bf16; round to nearest even). The gradient
