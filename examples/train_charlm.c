@@ -35,7 +35,7 @@ typedef struct flag {
 } flag;
 
 static const flag FLAGS[NFLAGS] = {
-    [F_DEVICE] = {"device", T_CHOICE, 0, 0, 0, "cuda", "host", "cuda|host: runtime kind; host runs every node on the HOST provider (default: cuda when a GPU works)"},
+    [F_DEVICE] = {"device", T_CHOICE, 0, 0, 0, "cuda", "host", "cuda|host: runtime kind; host runs every node on the HOST provider"},
     [F_ATTENTION] = {"attention", T_CHOICE, 0, 0, 0, "fused", "host", "host|composed|fused: provider of every MHA attention node"},
     [F_DTYPE] = {"dtype", T_CHOICE, 0, 0, 0, "bf16", "f32", "f32|bf16: bf16 = mixed precision (bf16 matmuls/attention, f32 master weights, LN, loss)"},
     [F_STEPS] = {"steps", T_INT, 0, 1e9, 0, "5000", "300", "training steps (lr decays to --min-lr over them)"},
@@ -56,8 +56,8 @@ static const flag FLAGS[NFLAGS] = {
     [F_SEED] = {"seed", T_INT, 0, 9e18, 0, "1337", "1337", "seed of initialisation, batches, dropout and sampling"},
     [F_DATA] = {"data", T_STR, 0, 0, 0, CHARLM_DEFAULT_DATA, CHARLM_DEFAULT_DATA, "training text (any bytes; vocabulary = its distinct bytes)"},
     [F_OUT] = {"out", T_STR, 0, 0, 0, "out", "out", "directory for loss.csv, loss.svg, sample.txt"},
-    [F_SAVE] = {"save", T_STR, 0, 0, 0, "", "", "checkpoint path, written at every evaluation and at the end (default: none)"},
-    [F_RESUME] = {"resume", T_STR, 0, 0, 0, "", "", "checkpoint to continue from (same model flags; default: none)"},
+    [F_SAVE] = {"save", T_STR, 0, 0, 0, "", "", "checkpoint path (+ PATH.meta), written at every evaluation and at the end"},
+    [F_RESUME] = {"resume", T_STR, 0, 0, 0, "", "", "checkpoint to continue from (same model flags; same step numbering, CSV continued)"},
     [F_SAMPLE] = {"sample-chars", T_INT, 0, 1e6, 0, "500", "300", "characters to generate at the end"},
     [F_TEMP] = {"temperature", T_DBL, 0, 100, 1, "0.8", "0.8", "sampling temperature (> 0)"},
     [F_TOPK] = {"top-k", T_INT, 0, 256, 0, "200", "200", "sample among the k most likely characters; 0 = all"},
@@ -77,7 +77,9 @@ static void usage(FILE *f) {
   for (int k = 0; k < NFLAGS; k++) {
     const flag *fl = &FLAGS[k];
     char def[96];
-    if (!strcmp(fl->gpu_def, fl->host_def))
+    if (k == F_DEVICE)
+      snprintf(def, sizeof def, "cuda when a CUDA device works, else host");
+    else if (!strcmp(fl->gpu_def, fl->host_def))
       snprintf(def, sizeof def, "%s", *fl->gpu_def ? fl->gpu_def : "none");
     else
       snprintf(def, sizeof def, "%s (GPU) / %s (host)", fl->gpu_def, fl->host_def);
@@ -106,6 +108,10 @@ static int parse_value(opts *o, int k, const char *v, char *err) {
   }
   case T_INT: {
     long long x = strtoll(v, &end, 10);
+    if (errno == ERANGE) {
+      snprintf(err, CHARLM_ERR, "--%s: %s is out of range; expected %.0f..%.0f", fl->name, v, fl->lo, fl->hi);
+      return -1;
+    }
     if (!*v || *end || errno) {
       snprintf(err, CHARLM_ERR, "--%s: '%s' is not an integer", fl->name, v);
       return -1;
@@ -155,7 +161,7 @@ static int parse_args(opts *o, int argc, char **argv, char *err) {
     }
     const char *v = eq ? eq + 1 : NULL;
     if (!v) {
-      if (a + 1 >= argc) {
+      if (a + 1 >= argc || !strncmp(argv[a + 1], "--", 2)) {
         snprintf(err, CHARLM_ERR, "--%s needs a value (see --help)", FLAGS[k].name);
         return -1;
       }
