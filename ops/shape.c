@@ -77,16 +77,24 @@ static bool run_swap(tg_tape *t, tg_provider p, tg_dtype dt, host_swap sw, const
 
 static int64_t last_dim(const tgi_value *v) { return v->shape[v->ndim - 1]; }
 
+/* Backward of a one-input node y = f(x): gy and the buffer gx accumulates into, on the node's
+ * side. False when x wants no gradient or a buffer failed (t->status tells them apart). */
+static bool unary_grads(tg_tape *t, tgi_node *n, tgi_value **x, const void **gy, void **gx) {
+  *x = tgi_in(t, n, 0);
+  if (!(*x)->requires_grad) return false;
+  *gy = grad_on(t, n->cap->provider, tgi_out(t, n, 0));
+  *gx = grad_on(t, n->cap->provider, *x);
+  return t->status == TG_OK;
+}
+
 /* ------------------------------------------------------------ reshape */
 
 static tg_status reshape_backward(tg_tape *t, tgi_node *n) {
-  tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
-  if (!x->requires_grad) return TG_OK;
-  tg_provider p = n->cap->provider;
-  const void *gy = grad_on(t, p, y);
-  void *gx = grad_on(t, p, x);
-  if (t->status) return t->status;
-  run_cols(t, p, (tg_dtype)x->dtype, 1, x->numel, gy, 0, 0, gx, 0, 0, true);
+  tgi_value *x;
+  const void *gy;
+  void *gx;
+  if (unary_grads(t, n, &x, &gy, &gx))
+    run_cols(t, n->cap->provider, (tg_dtype)x->dtype, 1, x->numel, gy, 0, 0, gx, 0, 0, true);
   return t->status;
 }
 
@@ -161,14 +169,13 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
 /* ------------------------------------------------------------ transpose */
 
 static tg_status transpose_backward(tg_tape *t, tgi_node *n) {
-  tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
-  if (!x->requires_grad) return TG_OK;
-  tg_provider p = n->cap->provider;
-  const void *gy = grad_on(t, p, y);
-  void *gx = grad_on(t, p, x);
-  if (t->status) return t->status;
-  host_swap back = host_swap_back(host_swap_of(x->shape, x->ndim, (int)n->p.i[0], (int)n->p.i[1]));
-  run_swap(t, p, (tg_dtype)x->dtype, back, gy, gx, true);
+  tgi_value *x;
+  const void *gy;
+  void *gx;
+  if (unary_grads(t, n, &x, &gy, &gx)) {
+    host_swap back = host_swap_back(host_swap_of(x->shape, x->ndim, (int)n->p.i[0], (int)n->p.i[1]));
+    run_swap(t, n->cap->provider, (tg_dtype)x->dtype, back, gy, gx, true);
+  }
   return t->status;
 }
 
@@ -303,14 +310,13 @@ tg_id tg_concat(tg_tape *t, int n, const tg_id *xs) {
 /* ------------------------------------------------------------ slice and split */
 
 static tg_status slice_backward(tg_tape *t, tgi_node *n) {
-  tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
-  if (!x->requires_grad) return TG_OK;
-  tg_provider p = n->cap->provider;
-  const void *gy = grad_on(t, p, y);
-  void *gx = grad_on(t, p, x);
-  if (t->status) return t->status;
-  int64_t W = last_dim(x), start = n->p.i[0], len = n->p.i[1];
-  run_cols(t, p, (tg_dtype)x->dtype, x->numel / W, len, gy, len, 0, gx, W, start, true);
+  tgi_value *x;
+  const void *gy;
+  void *gx;
+  if (unary_grads(t, n, &x, &gy, &gx)) {
+    int64_t W = last_dim(x), start = n->p.i[0], len = n->p.i[1];
+    run_cols(t, n->cap->provider, (tg_dtype)x->dtype, x->numel / W, len, gy, len, 0, gx, W, start, true);
+  }
   return t->status;
 }
 

@@ -309,34 +309,28 @@ Test(shape, reshape_errors) {
   tg_tape *t = ts_tape(rt);
   int64_t sx[3] = {2, 3, 4};
   float x[24] = {0};
-  tg_id ix = ts_input(t, TG_F32, 3, sx, x, 0);
   int64_t s55[2] = {5, 5}, mm[3] = {-1, 2, -1}, m5[2] = {-1, 5}, z[2] = {0, 24}, big[3] = {1LL << 40, 1LL << 40, -1};
-  cr_expect_eq(tg_reshape(t, ix, 2, s55), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_reshape: argument 'shape' [5, 5] holds 25 elements; x [2, 3, 4] holds 24");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 3, mm), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "has -1 at dims 0 and 2; at most one dim may be inferred");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 2, m5), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "no size for the -1");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 2, z), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "has 0 at dim 0");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 3, big), TG_NO_ID); /* a product that would overflow int64 */
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "holds more than the 24 elements");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 9, s55), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'ndim' is 9");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 3, sx, x, 0);
-  cr_expect_eq(tg_reshape(t, ix, 2, NULL), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'shape' is NULL");
+  struct {
+    int ndim;
+    const int64_t *shape;
+    tg_status st;
+    const char *needle;
+  } cases[] = {
+      {2, s55, TG_ERR_SHAPE, "tg_reshape: argument 'shape' [5, 5] holds 25 elements; x [2, 3, 4] holds 24"},
+      {3, mm, TG_ERR_SHAPE, "has -1 at dims 0 and 2; at most one dim may be inferred"},
+      {2, m5, TG_ERR_SHAPE, "no size for the -1"},
+      {2, z, TG_ERR_SHAPE, "has 0 at dim 0"},
+      {3, big, TG_ERR_SHAPE, "holds more than the 24 elements"}, /* a product past int64 */
+      {9, s55, TG_ERR_INVALID_ARGUMENT, "argument 'ndim' is 9"},
+      {2, NULL, TG_ERR_INVALID_ARGUMENT, "argument 'shape' is NULL"},
+  };
+  tg_id ix = TG_NO_ID;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    tg_tape_reset(t);
+    ix = ts_input(t, TG_F32, 3, sx, x, 0);
+    cr_expect_eq(tg_reshape(t, ix, cases[k].ndim, cases[k].shape), TG_NO_ID);
+    TS_EXPECT_STICKY(t, cases[k].st, cases[k].needle);
+  }
   tg_tape_reset(t);
   cr_expect_eq(tg_reshape(t, TG_NO_ID, 2, s55), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ID, "argument 'x' is TG_NO_ID");
@@ -419,7 +413,7 @@ Test(shape, concat_errors) {
   tg_runtime_destroy(rt);
 }
 
-Test(shape, slice_split_errors) {
+Test(shape, slice_errors) {
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   int64_t s26[2] = {2, 6};
@@ -440,37 +434,41 @@ Test(shape, slice_split_errors) {
   tg_id is = ts_input(t, TG_F32, 0, NULL, x, 0);
   cr_expect_eq(tg_slice(t, is, 0, 1), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'x' is a scalar");
-  /* split: every failure leaves all outs TG_NO_ID */
-  tg_id outs[3];
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(shape, split_errors) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  int64_t s26[2] = {2, 6};
+  float x[12] = {0};
   int64_t short_sizes[2] = {2, 3}, over[3] = {4, 4, INT64_MAX}, zero[3] = {2, 0, 4}, ok[2] = {2, 4};
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  outs[0] = outs[1] = 42;
-  cr_expect_eq(tg_split(t, ix, 2, short_sizes, outs), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_split: argument 'sizes' (2 pieces) sums to 5; expected the last dim of x [2, 6], 6");
-  cr_expect(outs[0] == TG_NO_ID && outs[1] == TG_NO_ID);
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  outs[0] = outs[1] = outs[2] = 42;
-  cr_expect_eq(tg_split(t, ix, 3, over, outs), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "sums to more than 6");
-  cr_expect(outs[0] == TG_NO_ID && outs[1] == TG_NO_ID && outs[2] == TG_NO_ID);
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  cr_expect_eq(tg_split(t, ix, 3, zero, outs), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'sizes[1]' is 0");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  cr_expect_eq(tg_split(t, ix, 0, ok, outs), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'n' is 0");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  cr_expect_eq(tg_split(t, ix, 2, ok, NULL), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'outs' is NULL");
-  tg_tape_reset(t);
-  ix = ts_input(t, TG_F32, 2, s26, x, 0);
-  cr_expect_eq(tg_split(t, ix, 2, NULL, outs), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'sizes' is NULL");
+  struct {
+    int n;
+    const int64_t *sizes;
+    int no_outs;
+    tg_status st;
+    const char *needle;
+  } cases[] = {
+      {2, short_sizes, 0, TG_ERR_SHAPE,
+       "tg_split: argument 'sizes' (2 pieces) sums to 5; expected the last dim of x [2, 6], 6"},
+      {3, over, 0, TG_ERR_SHAPE, "sums to more than 6"},
+      {3, zero, 0, TG_ERR_INVALID_ARGUMENT, "argument 'sizes[1]' is 0"},
+      {0, ok, 0, TG_ERR_INVALID_ARGUMENT, "argument 'n' is 0"},
+      {2, ok, 1, TG_ERR_INVALID_ARGUMENT, "argument 'outs' is NULL"},
+      {2, NULL, 0, TG_ERR_INVALID_ARGUMENT, "argument 'sizes' is NULL"},
+  };
+  /* every failure leaves all outs TG_NO_ID */
+  tg_id outs[3], ix = TG_NO_ID;
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    tg_tape_reset(t);
+    ix = ts_input(t, TG_F32, 2, s26, x, 0);
+    outs[0] = outs[1] = outs[2] = 42;
+    cr_expect_eq(tg_split(t, ix, cases[k].n, cases[k].sizes, cases[k].no_outs ? NULL : outs), TG_NO_ID);
+    TS_EXPECT_STICKY(t, cases[k].st, cases[k].needle);
+    for (int j = 0; j < cases[k].n && !cases[k].no_outs; j++) cr_expect_eq(outs[j], TG_NO_ID, "case %zu", k);
+  }
   /* a tape that already holds an error: nothing runs, outs are cleared */
   tg_tape_reset(t);
   ix = ts_input(t, TG_F32, 2, s26, x, 0);
