@@ -251,6 +251,11 @@ void *tgi_write_d(tg_tape *t, tgi_value *v);
  * none arrived. NULL + error on failure (backward reports tape->msg). */
 void *tgi_grad_h(tg_tape *t, tgi_value *v);
 void *tgi_grad_d(tg_tape *t, tgi_value *v);
+/* Like tgi_grad_*, but a gradient buffer that does not exist yet is NOT zero-filled: *fresh is
+ * set to true and the caller must overwrite every element (e.g. a GEMM with beta = 0) instead of
+ * accumulating. With *fresh false the caller accumulates as usual. Saves a memset and a read. */
+void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh);
+void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the

@@ -184,11 +184,8 @@ const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(
 
 tg_status tg_tape_reset(tg_tape *t) {
   NEED_TAPE("tg_tape_reset");
-  if (t->rt->dev) {
-    char msg[TGI_MSG_CAP];
-    tg_status s = tgi_device_sync(t->rt->dev, msg);
-    if (s != TG_OK) return tgi_error(t, s, "tg_tape_reset: waiting for the device failed: %s", msg);
-  }
+  /* No device sync: step memory is reused by later kernels on the same stream (stream order
+   * protects it) and host<->device copies are synchronous, so the host can run ahead. */
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
     if (v->kind == TGI_FREE || v->kind == TGI_PARAM) continue;
