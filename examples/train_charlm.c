@@ -369,13 +369,19 @@ int main(int argc, char **argv) {
     printf("note: %s\n", tg_last_error());
   }
   apply_defaults(&o, gpu);
+  if (gpu && !strcmp(o.s[F_ATTENTION], "host") && !o.raw[F_DTYPE]) {
+    o.s[F_DTYPE] = "f32"; /* host attention has no bf16 kernels */
+    printf("note: --attention host: using --dtype f32\n");
+  }
   printf("config: %s (%s)\n", gpu ? "nanoGPT shakespeare_char on cuda:0" : "small host config", why);
   if (!gpu && strcmp(o.s[F_ATTENTION], "host")) {
     snprintf(err, sizeof err, "--attention %s needs a CUDA device; on --device host use --attention host",
              o.s[F_ATTENTION]);
     return die(2, err);
   }
-  if (!gpu && !strcmp(o.s[F_DTYPE], "bf16")) return die(2, "--dtype bf16 needs a CUDA device (host kernels are f32/f64)");
+  if (!strcmp(o.s[F_DTYPE], "bf16") && (!gpu || !strcmp(o.s[F_ATTENTION], "host")))
+    return die(2, gpu ? "--dtype bf16 with --attention host: host attention computes in f32/f64; use --dtype f32"
+                      : "--dtype bf16 needs a CUDA device (host kernels are f32/f64)");
   if (o.d[F_MINLR] > o.d[F_LR]) {
     snprintf(err, sizeof err, "--min-lr %g is above --lr %g", o.d[F_MINLR], o.d[F_LR]);
     return die(2, err);
