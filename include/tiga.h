@@ -270,7 +270,9 @@ TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
 /* ---- explain */
 
 /* Renders the tape as text, one line per node:
- *   #node  op  provider  in=[ids]  -> out=id [shape] dtype  saved=N bytes  ...
+ *   #node  op  provider  in=[vA,vB]  -> vC [shape] dtype  saved=N  [h2d=.. d2h=..]  [details]
+ * Values appear as v<slot>, the low 32 bits of their tg_id; saved = bytes kept for backward
+ * beyond the node's inputs and outputs; h2d/d2h = host<->device copies the node caused.
  * Writes at most cap bytes (always NUL-terminated if cap > 0) and sets *len (may be NULL) to
  * the full length without the NUL, as snprintf. */
 TG_API tg_status tg_tape_explain(tg_tape *tape, char *buf, size_t cap, size_t *len);
@@ -333,7 +335,9 @@ TG_API tg_id tg_cross_entropy(tg_tape *tape, tg_id logits, tg_id targets, int32_
 TG_API tg_id tg_mse(tg_tape *tape, tg_id a, tg_id b);
 /* Inverted dropout: y = x * mask / keep with mask ~ Bernoulli(keep) drawn from the tape's RNG
  * (tg_tape_set_seed) and a per-tape call counter; keep in (0, 1]; keep == 1 is the identity.
- * In no-grad mode dropout is the identity (inference). */
+ * In no-grad mode dropout is the identity (inference). tg_tape_reset restarts the call counter,
+ * so a training loop calls tg_tape_set_seed(tape, seed + step) each step for fresh masks (and
+ * gets reproducible ones). */
 TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
 
 /* Converts to another float dtype (f32, f64, f16, bf16; round to nearest even). The gradient

@@ -37,14 +37,13 @@ tg_status tg_tape_explain(tg_tape *t, char *buf, size_t cap, size_t *len) {
     const tgi_node *n = &t->nodes[i];
     put(&s, "#%-4u %-16s %-13s in=[", i, n->cap->op, tg_provider_name(n->cap->provider));
     for (uint32_t k = 0; k < n->n_in; k++) {
-      const tgi_value *v = tgi_slot(t, n->in[k]);
-      put(&s, k ? ",%lld" : "%lld", (long long)tgi_make_id(n->in[k], v->gen));
+      put(&s, k ? ",v%u" : "v%u", n->in[k]);
     }
     put(&s, "]");
     for (uint32_t o = 0; o < n->n_out; o++) {
       const tgi_value *v = tgi_slot(t, n->out[o]);
       char sh[TGI_SHAPE_STR_CAP];
-      put(&s, " -> %lld %s %s", (long long)tgi_make_id(n->out[o], v->gen), tgi_shape_str(v->shape, v->ndim, sh, sizeof sh),
+      put(&s, " -> v%u %s %s", n->out[o], tgi_shape_str(v->shape, v->ndim, sh, sizeof sh),
           tg_dtype_name((tg_dtype)v->dtype));
     }
     put(&s, " saved=%zu", n->saved_bytes);

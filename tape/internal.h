@@ -155,6 +155,7 @@ struct tg_tape {
   tgi_value **vslabs;
   uint32_t nvslabs;
   uint32_t nvals;      /* slots ever used */
+  uint32_t tag;        /* 11-bit tape tag kept in the high bits of every generation */
   uint32_t *free_slots;
   uint32_t nfree, capfree;
 
@@ -178,6 +179,11 @@ struct tg_tape {
 #define TGI_SLAB 1024u
 static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) {
   return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB];
+}
+/* A generation is (tape tag << 20) | counter, so an id from another tape never matches. */
+#define TGI_GEN_BITS 20u
+static inline uint32_t tgi_gen_next(uint32_t gen) {
+  return (gen & ~((1u << TGI_GEN_BITS) - 1)) | ((gen + 1) & ((1u << TGI_GEN_BITS) - 1));
 }
 static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) {
   return (tg_id)(((uint64_t)gen << 32) | idx);
@@ -245,6 +251,11 @@ void *tgi_write_d(tg_tape *t, tgi_value *v);
  * none arrived. NULL + error on failure (backward reports tape->msg). */
 void *tgi_grad_h(tg_tape *t, tgi_value *v);
 void *tgi_grad_d(tg_tape *t, tgi_value *v);
+/* Like tgi_grad_*, but a gradient buffer that does not exist yet is NOT zero-filled: *fresh is
+ * set to true and the caller must overwrite every element (e.g. a GEMM with beta = 0) instead of
+ * accumulating. With *fresh false the caller accumulates as usual. Saves a memset and a read. */
+void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh);
+void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the

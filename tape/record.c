@@ -37,6 +37,11 @@ tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
   }
   uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
   uint32_t gen = (uint32_t)((uint64_t)id >> 32);
+  if ((gen >> TGI_GEN_BITS) != t->tag) {
+    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued (another tape's id?)", arg,
+             (long long)id);
+    return NULL;
+  }
   if (idx >= t->nvals) {
     tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued", arg, (long long)id);
     return NULL;
@@ -199,8 +204,9 @@ void *tgi_write_d(tg_tape *t, tgi_value *v) {
   return p;
 }
 
-static void *grad_side(tg_tape *t, tgi_value *v, int side) {
+static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
   tgi_buf *b = &v->grad;
+  if (fresh) *fresh = false;
   if (b->valid) {
     void *p = make_current(t, v, b, side);
     if (p) b->valid = (uint8_t)side; /* the caller accumulates into this side */
@@ -208,7 +214,9 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side) {
   }
   void *p = side_alloc(t, v, b, side);
   if (!p) return NULL;
-  if (side == TGI_ON_HOST) {
+  if (fresh) {
+    *fresh = true; /* the caller overwrites every element */
+  } else if (side == TGI_ON_HOST) {
     memset(p, 0, v->bytes);
   } else {
     char msg[TGI_MSG_CAP];
@@ -223,7 +231,9 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side) {
   return p;
 }
 
-void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST); }
+void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST, NULL); }
+void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_HOST, fresh); }
+void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_DEV, fresh); }
 
 static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
   if (v->kind != TGI_PARAM) {
@@ -254,7 +264,7 @@ static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
 
 void *tgi_state_h(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_HOST); }
 void *tgi_state_d(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_DEV); }
-void *tgi_grad_d(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_DEV); }
+void *tgi_grad_d(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_DEV, NULL); }
 
 void *tgi_scratch_h(tg_tape *t, size_t bytes) {
   void *p = tgi_arena_alloc(&t->host_arena, bytes);

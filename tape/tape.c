@@ -57,6 +57,8 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   tg_tape *t = calloc(1, sizeof *t);
   if (!t) return tgi_rt_error(rt, TG_ERR_OUT_OF_MEMORY, "tg_tape_create: out of host memory");
   t->rt = rt;
+  static _Atomic unsigned next_tag = 1;
+  t->tag = 1 + (next_tag++ % 2047u);
   tgi_arena_init(&t->host_arena, 64, NULL, host_alloc, host_release);
   tgi_arena_init(&t->dev_arena, 256, rt, dev_alloc, dev_release);
   t->grad_enabled = true;
@@ -82,7 +84,7 @@ static void value_release(tg_tape *t, tgi_value *v) {
     buf_free_persistent(t, &v->opt_m);
     buf_free_persistent(t, &v->opt_v);
   }
-  uint32_t gen = v->gen + 1;
+  uint32_t gen = tgi_gen_next(v->gen);
   memset(v, 0, sizeof *v);
   v->gen = gen;
   v->kind = TGI_FREE;
@@ -130,6 +132,7 @@ tgi_value *tgi_slot_new(tg_tape *t) {
       t->nvslabs++;
     }
     idx = t->nvals++;
+    tgi_slot(t, idx)->gen = t->tag << TGI_GEN_BITS;
   }
   tgi_value *v = tgi_slot(t, idx);
   uint32_t gen = v->gen;
@@ -148,8 +151,12 @@ tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_
   }
   uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
   uint32_t gen = (uint32_t)((uint64_t)id >> 32);
-  if (idx >= t->nvals) {
+  if ((gen >> TGI_GEN_BITS) == t->tag && idx >= t->nvals) {
     tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued", fn, arg, (long long)id);
+    return NULL;
+  }
+  if ((gen >> TGI_GEN_BITS) != t->tag) {
+    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued (another tape's id?)", fn, arg, (long long)id);
     return NULL;
   }
   tgi_value *v = tgi_slot(t, idx);
@@ -177,11 +184,8 @@ const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(
 
 tg_status tg_tape_reset(tg_tape *t) {
   NEED_TAPE("tg_tape_reset");
-  if (t->rt->dev) {
-    char msg[TGI_MSG_CAP];
-    tg_status s = tgi_device_sync(t->rt->dev, msg);
-    if (s != TG_OK) return tgi_error(t, s, "tg_tape_reset: waiting for the device failed: %s", msg);
-  }
+  /* No device sync: step memory is reused by later kernels on the same stream (stream order
+   * protects it) and host<->device copies are synchronous, so the host can run ahead. */
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
     if (v->kind == TGI_FREE || v->kind == TGI_PARAM) continue;

@@ -1,0 +1,200 @@
+// Layer norm over the last dim on the device. Row kernels (forward, backward dx): one warp per
+// row for n <= 1024 (8 rows per block), one block per row above, reductions with warp shuffles.
+// Weight and bias gradients: a column kernel writes per-chunk partial sums of gy xhat and gy
+// over a chunk of rows, then one kernel adds the chunks in a fixed order into gw / gb, so the
+// result is deterministic and any number of rows works. Math in f32, storage in T.
+#include "common.cuh"
+#include "layernorm.h"
+
+// Row group = the block's x-extent: a warp (blockDim.x == 32) or the whole block (blockDim.y == 1).
+static __device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+static __device__ float row_sum(float v) {
+  __shared__ float sh[32];
+  v = warp_sum(v);
+  if (blockDim.x == 32) return v;
+  __syncthreads(); // the previous call's reads of sh are done
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+  __syncthreads();
+  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : 0.f;
+  return warp_sum(v);
+}
+
+// mean = <x>, var = <(x - mean)^2> (two passes over the row), rstd = 1/sqrt(var + eps), y = (x - mean) rstd w + b.
+template <typename T>
+__global__ void k_ln_fwd(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, float eps,
+                         T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows,
+                         long long n) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+    const T *xr = x + r * n;
+    T *yr = y + r * n;
+    // Work relative to k = x[r, 0]: mu = <x - k>, x - mean = (x - k) - mu. Rows far from zero
+    // (|x| ~ 1e3) then keep their digits instead of losing them to an f32 mean near 1e3.
+    float k = tgc_to_f(xr[0]), s = 0.f;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += tgc_to_f(xr[j]) - k;
+    float mu = row_sum(s) / (float)n;
+    float v = 0.f;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+      float d = (tgc_to_f(xr[j]) - k) - mu;
+      v += d * d;
+    }
+    float rs = 1.f / sqrtf(row_sum(v) / (float)n + eps);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      yr[j] = tgc_from_f<T>(((tgc_to_f(xr[j]) - k) - mu) * rs * tgc_to_f(w[j]) + tgc_to_f(b[j]));
+    if (threadIdx.x == 0) {
+      if (mean) mean[r] = k + mu;
+      if (rstd) rstd[r] = rs;
+    }
+  }
+}
+
+// gx += rstd (g - <g> - xhat <g xhat>), g = gy w.
+template <typename T>
+__global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, const float *__restrict__ mean,
+                            const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows,
+                            long long n) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+    const T *xr = x + r * n, *gr = gy + r * n;
+    T *dr = gx + r * n;
+    float m = mean[r], rs = rstd[r], sg = 0.f, sgx = 0.f;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+      float g = tgc_to_f(gr[j]) * tgc_to_f(w[j]);
+      sg += g;
+      sgx += g * (tgc_to_f(xr[j]) - m) * rs;
+    }
+    sg = row_sum(sg) / (float)n;
+    sgx = row_sum(sgx) / (float)n;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+      float xh = (tgc_to_f(xr[j]) - m) * rs;
+      float g = tgc_to_f(gr[j]) * tgc_to_f(w[j]);
+      dr[j] = tgc_from_f<T>(tgc_to_f(dr[j]) + rs * (g - sg - xh * sgx));
+    }
+  }
+}
+
+// Partial column sums over rows [c * rpc, (c + 1) * rpc) for chunk c = blockIdx.y:
+// pw[c, j] = sum gy xhat, pb[c, j] = sum gy. Threads take consecutive columns (coalesced).
+template <typename T>
+__global__ void k_ln_bwd_partial(const T *__restrict__ x, const float *__restrict__ mean,
+                                 const float *__restrict__ rstd, const T *__restrict__ gy, float *__restrict__ pw,
+                                 float *__restrict__ pb, long long rows, long long n, long long rpc) {
+  long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (j >= n) return;
+  long long r0 = blockIdx.y * rpc, r1 = min(rows, r0 + rpc);
+  float sw = 0.f, sb = 0.f;
+  for (long long r = r0; r < r1; r++) {
+    float g = tgc_to_f(gy[r * n + j]);
+    sw += g * (tgc_to_f(x[r * n + j]) - mean[r]) * rstd[r];
+    sb += g;
+  }
+  pw[blockIdx.y * n + j] = sw;
+  pb[blockIdx.y * n + j] = sb;
+}
+
+// gw[j] += sum_c pw[c, j]; gb[j] += sum_c pb[c, j]. No __restrict__: gw and gb may alias, and
+// each update is its own read-modify-write in this thread.
+template <typename T>
+__global__ void k_ln_bwd_finish(const float *__restrict__ pw, const float *__restrict__ pb, long long chunks,
+                                long long n, T *gw, T *gb) {
+  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x) {
+    float sw = 0.f, sb = 0.f;
+    for (long long c = 0; c < chunks; c++) {
+      sw += pw[c * n + j];
+      sb += pb[c * n + j];
+    }
+    if (gw) gw[j] = tgc_from_f<T>(tgc_to_f(gw[j]) + sw);
+    if (gb) gb[j] = tgc_from_f<T>(tgc_to_f(gb[j]) + sb);
+  }
+}
+
+// Launch shape of the row kernels.
+static void row_shape(long long rows, long long n, dim3 *grid, dim3 *block) {
+  if (n <= 1024) {
+    *block = dim3(32, 8);
+    *grid = dim3(tgc_blocks(rows, 8));
+  } else {
+    *block = dim3(n <= 4096 ? 256 : n <= 16384 ? 512 : 1024, 1);
+    *grid = dim3(tgc_blocks(rows, 1));
+  }
+}
+
+// Row chunking of the column reduction: at least 32 rows per chunk, at most 1024 chunks and at
+// most 2^20 partial floats per buffer (so the workspace stays <= 8 MiB for n <= 2^20).
+static void chunking(long long rows, long long n, long long *chunks, long long *rpc) {
+  long long cap = (1LL << 20) / n;
+  if (cap > 1024) cap = 1024;
+  if (cap < 1) cap = 1;
+  long long c = (rows + 31) / 32;
+  if (c > cap) c = cap;
+  if (c < 1) c = 1;
+  *rpc = (rows + c - 1) / c;
+  *chunks = (rows + *rpc - 1) / *rpc;
+}
+
+extern "C" size_t cuda_layernorm_backward_workspace(int64_t rows, int64_t n) {
+  if (rows <= 0 || n <= 0) return 0;
+  long long chunks, rpc;
+  chunking(rows, n, &chunks, &rpc);
+  return 2 * (size_t)chunks * (size_t)n * sizeof(float);
+}
+
+template <typename T>
+static tg_status ln_fwd(cudaStream_t s, const void *x, const void *w, const void *b, double eps, void *y, float *mean,
+                        float *rstd, long long rows, long long n) {
+  dim3 grid, block;
+  row_shape(rows, n, &grid, &block);
+  k_ln_fwd<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean, rstd, rows, n);
+  TGC_LAUNCHED("layernorm_fwd");
+  return TG_OK;
+}
+
+template <typename T>
+static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const float *mean, const float *rstd,
+                        const void *gy, void *gx, void *gw, void *gb, long long rows, long long n, void *ws,
+                        size_t ws_bytes) {
+  if (gx) {
+    dim3 grid, block;
+    row_shape(rows, n, &grid, &block);
+    k_ln_bwd_dx<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx, rows, n);
+    TGC_LAUNCHED("layernorm_bwd_dx");
+  }
+  if (!gw && !gb) return TG_OK;
+  size_t need = cuda_layernorm_backward_workspace(rows, n);
+  if (!ws || ws_bytes < need) {
+    tgc_set_error("layernorm backward: workspace of %zu bytes; expected at least %zu", ws_bytes, need);
+    return TG_ERR_INTERNAL;
+  }
+  long long chunks, rpc;
+  chunking(rows, n, &chunks, &rpc);
+  float *pw = (float *)ws, *pb = pw + chunks * n;
+  dim3 grid((unsigned)((n + 255) / 256), (unsigned)chunks);
+  k_ln_bwd_partial<T><<<grid, 256, 0, s>>>((const T *)x, mean, rstd, (const T *)gy, pw, pb, rows, n, rpc);
+  TGC_LAUNCHED("layernorm_bwd_partial");
+  k_ln_bwd_finish<T><<<tgc_blocks(n, 256), 256, 0, s>>>(pw, pb, chunks, n, (T *)gw, (T *)gb);
+  TGC_LAUNCHED("layernorm_bwd_finish");
+  return TG_OK;
+}
+
+#define DISPATCH(dt, FN, ...)                                                                              \
+  switch (dt) {                                                                                            \
+  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
+  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
+  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
+  default: tgc_set_error("dtype %s has no CUDA layernorm kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;  \
+  }
+
+extern "C" tg_status cuda_layernorm_forward(tgc_stream s, tg_dtype dt, const void *x, const void *w, const void *b,
+                                            double eps, void *y, float *mean, float *rstd, int64_t rows, int64_t n) {
+  if (rows <= 0 || n <= 0) return TG_OK;
+  DISPATCH(dt, ln_fwd, s, x, w, b, eps, y, mean, rstd, rows, n)
+}
+
+extern "C" tg_status cuda_layernorm_backward(tgc_stream s, tg_dtype dt, const void *x, const void *w,
+                                             const float *mean, const float *rstd, const void *gy, void *gx,
+                                             void *gw, void *gb, int64_t rows, int64_t n, void *workspace,
+                                             size_t workspace_bytes) {
+  if (rows <= 0 || n <= 0) return TG_OK;
+  DISPATCH(dt, ln_bwd, s, x, w, mean, rstd, gy, gx, gw, gb, rows, n, workspace, workspace_bytes)
+}
