@@ -266,11 +266,6 @@ extern "C" tg_status cuda_attention_composed_backward(tgc_stream s, tgc_cublas h
   DISPATCH(bwd, s, h, *sh, q, k, v, out, dout, P, dS, lo, dq, dk, dv)
 }
 
-extern "C" tg_status cuda_attention_upload(tgc_stream s, void *dst, const void *src, size_t bytes) {
-  TGC_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-  return TG_OK;
-}
-
 extern "C" tg_status cuda_attention_add(tgc_stream s, tg_dtype dt, void *dst, const void *src, int64_t n) {
   DISPATCH_DT(dt, add, s, dst, src, n)
 }

@@ -46,10 +46,6 @@ tg_status cuda_attention_composed_backward(tgc_stream s, tgc_cublas h, const tgc
                                            const void *k, const void *v, const void *out, const void *dout,
                                            const float *P, float *dS, void *lo, void *dq, void *dk, void *dv);
 
-/* Asynchronous host -> device copy on the stream (no wait). The host bytes must stay unchanged
- * until the stream reaches the copy: relation arrays (which outlive the step) or tape scratch. */
-tg_status cuda_attention_upload(tgc_stream s, void *dst, const void *src, size_t bytes);
-
 /* dst += src, n elements of dtype (f32, f16, bf16): gradients computed into scratch. */
 tg_status cuda_attention_add(tgc_stream s, tg_dtype dt, void *dst, const void *src, int64_t n);
 

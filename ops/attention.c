@@ -83,11 +83,14 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .cu_k = f.cu_k, .n_seqs = f.n_seqs, .varlen_causal = f.varlen_causal};
 }
 
+/* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
+ * host may reuse or free the source, and tg_tape_reset need not wait for the device). */
 static void *upload(tg_tape *t, const void *src, size_t bytes) {
   void *d = tgi_scratch_d(t, bytes);
   if (!d) return NULL;
-  tg_status s = cuda_attention_upload(TGI_STREAM(t), d, src, bytes);
-  if (s) return tgi_fail_cuda(t, s, "upload of relation data"), NULL;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_h2d(tgi_dev(t), d, src, bytes, msg);
+  if (s) return tgi_fail(t, s, "staging relation data on the device: %s", msg), NULL;
   t->pending_h2d++;
   return d;
 }
