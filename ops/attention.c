@@ -119,8 +119,14 @@ static bool stage(tg_tape *t, attn_state *st, bool fused) {
     }
   }
   if (r->kind == TG_REL_VARLEN) {
-    size_t bytes = (size_t)(r->n_seqs + 1) * sizeof(int32_t);
-    if (!(st->d_cu_q = upload(t, r->cu_q, bytes)) || !(st->d_cu_k = upload(t, r->cu_k, bytes))) return false;
+    size_t n = (size_t)r->n_seqs + 1; /* one copy for both offset arrays */
+    int32_t *h = tgi_scratch_h(t, 2 * n * sizeof *h);
+    if (!h) return false;
+    memcpy(h, r->cu_q, n * sizeof *h);
+    memcpy(h + n, r->cu_k, n * sizeof *h);
+    const int32_t *d = upload(t, h, 2 * n * sizeof *h);
+    if (!d) return false;
+    st->d_cu_q = d, st->d_cu_k = d + n;
   }
   return true;
 }
