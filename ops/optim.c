@@ -35,15 +35,16 @@ static tg_status unstick(tg_tape *t) {
   return tgi_error(t, s, "%s", msg);
 }
 
-static tg_status begin(tg_tape *t, const char *fn, const void *opts) {
+/* Checks shared by the three runners: a tape without a sticky error, and options when given. */
+static tg_status begin(tg_tape *t, const char *fn, bool has_opts, const void *opts) {
   if (!t) {
     tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
     return TG_ERR_INVALID_ARGUMENT;
   }
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
-  if (!opts) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
-  t->cur_op = fn;
+  if (has_opts && !opts) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
+  t->cur_op = fn; /* prefix of messages from the placement helpers */
   return TG_OK;
 }
 
@@ -131,7 +132,7 @@ static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
 
 tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *o) {
   const char *fn = "tg_sgd_step";
-  tg_status s = begin(t, fn, o);
+  tg_status s = begin(t, fn, true, o);
   if (s) return s;
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "momentum", o->momentum, 0, false, INFINITY, true)) ||
@@ -182,7 +183,7 @@ tg_adamw_options tg_adamw_defaults(void) {
 
 tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
   const char *fn = "tg_adamw_step";
-  tg_status s = begin(t, fn, o);
+  tg_status s = begin(t, fn, true, o);
   if (s) return s;
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "beta1", o->beta1, 0, false, 1, true)) ||
@@ -229,8 +230,7 @@ done:
  * (the caller sees it in *total_norm and can skip the step). */
 tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
   const char *fn = "tg_clip_grad_norm";
-  static const int dummy = 0;
-  tg_status s = begin(t, fn, &dummy);
+  tg_status s = begin(t, fn, false, NULL);
   if (s) return s;
   if (!(max_norm > 0))
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'max_norm' is %g; expected a number > 0", fn, max_norm);

@@ -393,3 +393,49 @@ Test(optim_cuda, matches_host_f32_odd_sizes) {
   tg_runtime_destroy(host);
   tg_runtime_destroy(dev);
 }
+
+/* A device allocation failing in the middle of a step (the second parameter's first moment)
+ * is returned, moves nothing, and leaves the tape usable; the retried step then equals a host
+ * step. The same for the clip's scratch buffer. */
+Test(optim_cuda, allocation_failure_leaves_parameters_untouched) {
+  tg_runtime *dev = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(dev);
+  int64_t len = 333;
+  float *x = malloc((size_t)len * sizeof(float)), *before = malloc(2 * (size_t)len * sizeof(float)),
+        *after = malloc(2 * (size_t)len * sizeof(float));
+  tg_id w[2];
+  for (int k = 0; k < 2; k++) {
+    ts_uniform_f32(x, (size_t)len, 50 + k, -1, 1);
+    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &len, x, 0, &w[k]), TG_OK);
+  }
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
+  ts_uniform_f32(x, (size_t)len, 60, -1, 1);
+  tg_id xi = ts_input(t, TG_F32, 1, &len, x, 0);
+  tg_id loss = tg_add(t, tg_sum(t, tg_mul(t, w[0], xi)), tg_sum(t, tg_mul(t, w[1], xi)));
+  cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], before + k * len, (size_t)len * sizeof(float));
+  tg_adamw_options o = tg_adamw_defaults();
+  cr_assert_eq(tg_runtime_inject_alloc_failure(dev, 2), TG_OK); /* m0, v0 succeed, m1 fails */
+  TS_EXPECT_STATUS(tg_adamw_step(t, &o), TG_ERR_OUT_OF_MEMORY, t, "injected");
+  cr_expect_eq(tg_tape_status(t), TG_OK);
+  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
+  cr_expect(memcmp(before, after, 2 * (size_t)len * sizeof(float)) == 0, "a failed step moved parameters");
+  cr_assert_eq(tg_runtime_inject_alloc_failure(dev, 0), TG_OK);
+  double norm = -1;
+  TS_EXPECT_STATUS(tg_clip_grad_norm(t, 1e-3, &norm), TG_ERR_OUT_OF_MEMORY, t, "injected");
+  cr_expect_eq(norm, -1.0);
+  cr_expect_eq(tg_tape_status(t), TG_OK);
+  /* retry: one AdamW step from zero state moves each coordinate by lr * sign(g) (+ decay) */
+  cr_assert_eq(tg_adamw_step(t, &o), TG_OK, "%s", tg_tape_error(t));
+  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
+  for (int64_t i = 0; i < 2 * len; i++) {
+    double p = before[i], g = x[i % len];
+    double want = p * (1 - o.lr * o.weight_decay) - o.lr * g / (fabs(g) + o.eps);
+    cr_expect(fabs(after[i] - want) < 1e-6, "element %lld: %.9g vs %.9g", (long long)i, after[i], want);
+  }
+  tg_tape_destroy(t);
+  tg_runtime_destroy(dev);
+  free(x);
+  free(before);
+  free(after);
+}
