@@ -89,9 +89,11 @@ static tg_status write_all(tg_tape *t, writer *w, size_t count, void *tmp) {
   w_u32(w, CKPT_VERSION);
   w_u32(w, 0);
   w_u64(w, count);
+  size_t index = 0;
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
     if (v->kind != TGI_PARAM) continue;
+    index++;
     w_u32(w, v->dtype);
     w_u32(w, v->ndim);
     for (int d = 0; d < v->ndim; d++) w_u64(w, (uint64_t)v->shape[d]);
@@ -99,7 +101,7 @@ static tg_status write_all(tg_tape *t, writer *w, size_t count, void *tmp) {
     const tgi_buf *bufs[3] = {&v->data, &v->opt_m, &v->opt_v};
     for (int k = 0; k < 3; k++) {
       const void *p = host_bytes(t, v, bufs[k], tmp, &st, msg);
-      if (st) return tgi_error(t, st, "tg_tape_save: reading parameter %u from the device failed: %s", i, msg);
+      if (st) return tgi_error(t, st, "tg_tape_save: reading parameter %zu from the device failed: %s", index - 1, msg);
       w_u64(w, p ? v->bytes : 0);
       if (p) w_bytes(w, p, v->bytes);
     }

@@ -151,7 +151,11 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *o) {
   if ((s = place_all(t, it, n, nstate))) goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
-    bufs b = place(t, e, nstate);
+    bufs b = place(t, e, nstate); /* already placed: no allocation or copy can fail here */
+    if (!b.p) {
+      s = unstick(t);
+      goto done;
+    }
     double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
     if (e->side == TGI_ON_HOST) {
       host_sgd_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, e->v->numel, o->lr, o->momentum, o->dampening, wd,
@@ -197,7 +201,11 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
   if ((s = place_all(t, it, n, 2))) goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
-    bufs b = place(t, e, 2);
+    bufs b = place(t, e, 2); /* already placed: no allocation or copy can fail here */
+    if (!b.p) {
+      s = unstick(t);
+      goto done;
+    }
     double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
     double step = (double)(e->v->opt_step + 1);
     double bc1 = 1 - pow(o->beta1, step), bc2 = 1 - pow(o->beta2, step);
