@@ -35,37 +35,37 @@ __global__ void k_adamw(T *__restrict__ p, const T *__restrict__ g, T *__restric
   }
 }
 
+// Sum of s over the block (blockDim a multiple of 32, at most 1024); valid in thread 0.
+static __device__ double block_sum(double s) {
+  __shared__ double sh[32];
+  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
+  __syncthreads();
+  s = 0;
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.0;
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  }
+  return s;
+}
+
 // Block b writes the double sum of squares of its grid-stride elements to part[b].
 template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, long long n, double *__restrict__ part) {
-  __shared__ double sh[32];
   double s = 0;
   GRID_STRIDE(i, n) {
     double x = (double)tgc_to_f(g[i]);
     s += x * x;
   }
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.0;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (threadIdx.x == 0) part[blockIdx.x] = s;
-  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 // One block adds the partials in a fixed order, so the norm does not depend on scheduling.
 __global__ void k_sumsq_final(const double *__restrict__ part, int np, double *acc) {
-  __shared__ double sh[32];
   double s = 0;
   for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.0;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (threadIdx.x == 0) *acc += s;
-  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) *acc += s;
 }
 
 template <typename T> __global__ void k_scale(T *__restrict__ g, long long n, float s) {
