@@ -61,24 +61,22 @@ void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, 
     r->allowed = nq * nk;
 }
 
-tg_status tg_relation_dense(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out) {
-  const char *fn = "tg_relation_dense";
+static tg_status simple(tg_runtime *rt, const char *fn, tg_relation_kind kind, int64_t nq, int64_t nk,
+                        tg_relation **out) {
   tg_status s = rel_begin(rt, fn, out);
   if (!s) s = check_size(rt, fn, "nq", nq);
   if (!s) s = check_size(rt, fn, "nk", nk);
   if (s) return s;
-  if (!(*out = rel_new(rt, TG_REL_DENSE, nq, nk))) return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
+  if (!(*out = rel_new(rt, kind, nq, nk))) return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
   return TG_OK;
 }
 
+tg_status tg_relation_dense(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out) {
+  return simple(rt, "tg_relation_dense", TG_REL_DENSE, nq, nk, out);
+}
+
 tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out) {
-  const char *fn = "tg_relation_causal";
-  tg_status s = rel_begin(rt, fn, out);
-  if (!s) s = check_size(rt, fn, "nq", nq);
-  if (!s) s = check_size(rt, fn, "nk", nk);
-  if (s) return s;
-  if (!(*out = rel_new(rt, TG_REL_CAUSAL, nq, nk))) return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
-  return TG_OK;
+  return simple(rt, "tg_relation_causal", TG_REL_CAUSAL, nq, nk, out);
 }
 
 tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
