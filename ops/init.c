@@ -4,6 +4,28 @@
 
 #include <math.h>
 
+/* lo + (hi - lo) * u with u < 1 can still round up to hi (in f64, and more often once stored as
+ * f32): such draws become the largest representable number below hi, so values stay in [lo, hi).
+ * f32 values below lo (lo not representable) move up likewise. Empty ranges (lo == hi) give lo. */
+static double in_range_f64(double v, double lo, double hi) {
+  if (v >= hi && hi > lo) v = nextafter(hi, lo);
+  return v;
+}
+static float in_range_f32(double v, double lo, double hi) {
+  float f = (float)v;
+  if (!(hi > lo)) return f;
+  if ((double)f >= hi) {
+    float below = (float)hi;
+    while ((double)below >= hi) below = nextafterf(below, -INFINITY);
+    if ((double)below >= lo) f = below;
+  } else if ((double)f < lo) {
+    float above = (float)lo;
+    while ((double)above < lo) above = nextafterf(above, INFINITY);
+    if ((double)above < hi) f = above;
+  }
+  return f;
+}
+
 tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t *shape, void *dst) {
   if (!init) {
     tgi_set_last_error("tg_init_fill: argument 'init' is NULL; expected a tg_init");
@@ -26,6 +48,10 @@ tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t
   for (int i = 0; i < ndim; i++) {
     if (shape[i] <= 0) {
       tgi_set_last_error("tg_init_fill: argument 'shape' has size %lld at dim %d; expected > 0", (long long)shape[i], i);
+      return TG_ERR_SHAPE;
+    }
+    if (n > INT64_MAX / 16 / shape[i]) {
+      tgi_set_last_error("tg_init_fill: argument 'shape' has too many elements");
       return TG_ERR_SHAPE;
     }
     n *= shape[i];
@@ -83,9 +109,9 @@ tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t
                : kind == 1 ? lo + (hi - lo) * host_uniform53(init->seed, (uint64_t)i, 0)
                            : mean + std * host_normal(init->seed, (uint64_t)i, 0);
     if (dt == TG_F32)
-      ((float *)dst)[i] = (float)v;
+      ((float *)dst)[i] = kind == 1 ? in_range_f32(v, lo, hi) : (float)v;
     else
-      ((double *)dst)[i] = v;
+      ((double *)dst)[i] = kind == 1 ? in_range_f64(v, lo, hi) : v;
   }
   return TG_OK;
 }

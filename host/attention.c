@@ -1,0 +1,164 @@
+/* Host reference attention: per (b, h, i) a loop over the allowed keys, two passes in double
+ * (max, then exp / sum / weighted values). Obviously correct first; the oracle for the CUDA
+ * providers. Math in host/attention.h. */
+#include "attention.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline double ld(tg_dtype dt, const void *p, int64_t i) {
+  return dt == TG_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
+}
+
+/* Largest s with cu[s] <= i (cu strictly increasing from 0, i < cu[n]). */
+static int seq_of(const int32_t *cu, int n, int64_t i) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (cu[mid] <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Keys 0 .. last (inclusive, clipped to [0, n)) as a contiguous run starting at first. */
+static int64_t run_keys(int64_t first, int64_t count, int64_t last, int32_t *keys) {
+  int64_t c = last + 1 < count ? last + 1 : count;
+  for (int64_t j = 0; j < c; j++) keys[j] = (int32_t)(first + j);
+  return c > 0 ? c : 0;
+}
+
+int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys) {
+  switch (r->kind) {
+  case HOST_REL_DENSE: return run_keys(0, r->nk, r->nk - 1, keys);
+  case HOST_REL_CAUSAL: return run_keys(0, r->nk, i + r->nk - r->nq, keys); /* j <= i + nk - nq */
+  case HOST_REL_MASK: {
+    const uint8_t *m = r->mask + ((r->mask_batch > 1 ? b : 0) * r->nq + i) * r->nk;
+    int64_t c = 0;
+    for (int64_t j = 0; j < r->nk; j++)
+      if (m[j]) keys[c++] = (int32_t)j;
+    return c;
+  }
+  case HOST_REL_VARLEN: {
+    int s = seq_of(r->cu_q, r->n_seqs, i);
+    int64_t lq = r->cu_q[s + 1] - r->cu_q[s], lk = r->cu_k[s + 1] - r->cu_k[s];
+    int64_t last = r->causal ? (i - r->cu_q[s]) + lk - lq : lk - 1; /* bottom-right inside the sequence */
+    return run_keys(r->cu_k[s], lk, last, keys);
+  }
+  case HOST_REL_CSR: {
+    int64_t c = r->row_ptr[i + 1] - r->row_ptr[i];
+    memcpy(keys, r->col_idx + r->row_ptr[i], (size_t)c * sizeof *keys);
+    return c;
+  }
+  }
+  return 0;
+}
+
+/* Offsets of row (b, i, head) in the [B, N, H, W] layouts. */
+#define QOFF(sh, b, i, h) ((((b) * (sh)->Nq + (i)) * (sh)->Hq + (h)) * (sh)->D)
+#define KOFF(sh, b, j, g) ((((b) * (sh)->Nk + (j)) * (sh)->Hkv + (g)) * (sh)->D)
+#define VOFF(sh, b, j, g) ((((b) * (sh)->Nk + (j)) * (sh)->Hkv + (g)) * (sh)->Dv)
+#define OOFF(sh, b, i, h) ((((b) * (sh)->Nq + (i)) * (sh)->Hq + (h)) * (sh)->Dv)
+
+static double dot(tg_dtype dt, const void *a, int64_t ia, const void *b, int64_t ib, int64_t n) {
+  double s = 0;
+  for (int64_t c = 0; c < n; c++) s += ld(dt, a, ia + c) * ld(dt, b, ib + c);
+  return s;
+}
+
+tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+                                 const void *k, const void *v, void *out, double *lse) {
+  int32_t *keys = malloc((size_t)sh->Nk * sizeof *keys);
+  double *s = malloc((size_t)sh->Nk * sizeof *s), *acc = malloc((size_t)sh->Dv * sizeof *acc);
+  if (!keys || !s || !acc) {
+    free(keys), free(s), free(acc);
+    return TG_ERR_OUT_OF_MEMORY;
+  }
+  int64_t group = sh->Hq / sh->Hkv;
+  for (int64_t b = 0; b < sh->B; b++)
+    for (int64_t h = 0; h < sh->Hq; h++)
+      for (int64_t i = 0; i < sh->Nq; i++) {
+        int64_t g = h / group, cnt = host_rel_row(rel, b, i, keys), o = OOFF(sh, b, i, h);
+        double m = -INFINITY, l = 0, L = -INFINITY;
+        for (int64_t c = 0; c < sh->Dv; c++) acc[c] = 0;
+        for (int64_t c = 0; c < cnt; c++) {
+          s[c] = sh->scale * dot(dt, q, QOFF(sh, b, i, h), k, KOFF(sh, b, keys[c], g), sh->D);
+          if (s[c] > m) m = s[c];
+        }
+        if (cnt > 0) {
+          for (int64_t c = 0; c < cnt; c++) l += exp(s[c] - m);
+          L = m + log(l);
+          for (int64_t c = 0; c < cnt; c++) {
+            double p = exp(s[c] - L);
+            int64_t vo = VOFF(sh, b, keys[c], g);
+            for (int64_t e = 0; e < sh->Dv; e++) acc[e] += p * ld(dt, v, vo + e);
+          }
+        }
+        for (int64_t e = 0; e < sh->Dv; e++) {
+          if (dt == TG_F32)
+            ((float *)out)[o + e] = (float)acc[e];
+          else
+            ((double *)out)[o + e] = acc[e];
+        }
+        lse[(b * sh->Hq + h) * sh->Nq + i] = L;
+      }
+  free(keys), free(s), free(acc);
+  return TG_OK;
+}
+
+static void add_into(tg_dtype dt, void *g, const double *acc, int64_t n) {
+  if (!g) return;
+  for (int64_t i = 0; i < n; i++) {
+    if (dt == TG_F32)
+      ((float *)g)[i] += (float)acc[i];
+    else
+      ((double *)g)[i] += acc[i];
+  }
+}
+
+tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+                                  const void *k, const void *v, const void *dout, const double *lse, void *dq, void *dk,
+                                  void *dv) {
+  int64_t nq_el = sh->B * sh->Nq * sh->Hq * sh->D, nk_el = sh->B * sh->Nk * sh->Hkv * sh->D,
+          nv_el = sh->B * sh->Nk * sh->Hkv * sh->Dv;
+  int32_t *keys = malloc((size_t)sh->Nk * sizeof *keys);
+  double *p = malloc((size_t)sh->Nk * sizeof *p), *dp = malloc((size_t)sh->Nk * sizeof *dp);
+  double *gq = calloc((size_t)nq_el, sizeof *gq), *gk = calloc((size_t)nk_el, sizeof *gk),
+         *gv = calloc((size_t)nv_el, sizeof *gv);
+  tg_status st = TG_ERR_OUT_OF_MEMORY;
+  if (!keys || !p || !dp || !gq || !gk || !gv) goto done;
+  int64_t group = sh->Hq / sh->Hkv;
+  for (int64_t b = 0; b < sh->B; b++)
+    for (int64_t h = 0; h < sh->Hq; h++)
+      for (int64_t i = 0; i < sh->Nq; i++) {
+        double L = lse[(b * sh->Hq + h) * sh->Nq + i];
+        int64_t g = h / group, cnt = host_rel_row(rel, b, i, keys);
+        if (cnt == 0 || L == -INFINITY) continue; /* no allowed key: zero gradient */
+        int64_t qo = QOFF(sh, b, i, h), oo = OOFF(sh, b, i, h);
+        double Di = 0;
+        for (int64_t c = 0; c < cnt; c++) {
+          p[c] = exp(sh->scale * dot(dt, q, qo, k, KOFF(sh, b, keys[c], g), sh->D) - L);
+          dp[c] = dot(dt, dout, oo, v, VOFF(sh, b, keys[c], g), sh->Dv);
+          Di += p[c] * dp[c];
+        }
+        for (int64_t c = 0; c < cnt; c++) {
+          double ds = sh->scale * p[c] * (dp[c] - Di);
+          int64_t ko = KOFF(sh, b, keys[c], g), vo = VOFF(sh, b, keys[c], g);
+          for (int64_t e = 0; e < sh->D; e++) {
+            gq[qo + e] += ds * ld(dt, k, ko + e);
+            gk[ko + e] += ds * ld(dt, q, qo + e);
+          }
+          for (int64_t e = 0; e < sh->Dv; e++) gv[vo + e] += p[c] * ld(dt, dout, oo + e);
+        }
+      }
+  add_into(dt, dq, gq, nq_el);
+  add_into(dt, dk, gk, nk_el);
+  add_into(dt, dv, gv, nv_el);
+  st = TG_OK;
+done:
+  free(keys), free(p), free(dp), free(gq), free(gk), free(gv);
+  return st;
+}

@@ -1,0 +1,47 @@
+/* Host reference attention (f32 and f64, math in double) over any relation representation.
+ *
+ *   s_ij  = scale <q[b,i,h,:], k[b,j,g(h),:]>      over the keys j the relation allows for i
+ *   lse_i = log sum_j exp(s_ij)                      (-inf when no key is allowed)
+ *   out_i = sum_j exp(s_ij - lse_i) v[b,j,g(h),:]    (0 when no key is allowed)
+ * with g(h) = h / (Hq / Hkv). Layouts (row-major): q [B,Nq,Hq,D], k [B,Nk,Hkv,D],
+ * v [B,Nk,Hkv,Dv], out / dout [B,Nq,Hq,Dv], lse [B,Hq,Nq].
+ *
+ * Backward recomputes p_ij = exp(s_ij - lse_i) from the saved lse:
+ *   dp_ij = <dout_i, v_j>,  D_i = sum_j p_ij dp_ij,  ds_ij = p_ij (dp_ij - D_i)
+ *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale sum_i ds_ij q_i,  dv_j += sum_i p_ij dout_i
+ * (dk, dv of a key/value head sum over the query heads of its group). */
+#ifndef TIGA_HOST_ATTENTION_H
+#define TIGA_HOST_ATTENTION_H
+#include "tiga.h"
+
+typedef enum { HOST_REL_DENSE = 0, HOST_REL_CAUSAL, HOST_REL_MASK, HOST_REL_VARLEN, HOST_REL_CSR } host_rel_kind;
+
+/* Plain view of a relation (the arrays belong to the caller). */
+typedef struct host_attn_rel {
+  host_rel_kind kind;
+  int64_t nq, nk;
+  const uint8_t *mask;  /* MASK: [mask_batch or 1, nq, nk], nonzero = allowed */
+  int64_t mask_batch;   /* 0 or 1: shared by every batch entry; else one mask per entry */
+  const int32_t *cu_q, *cu_k; /* VARLEN: n_seqs + 1 offsets each */
+  int n_seqs, causal;
+  const int64_t *row_ptr; /* CSR: nq + 1 */
+  const int32_t *col_idx;
+} host_attn_rel;
+
+typedef struct host_attn_shape {
+  int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
+  double scale;
+} host_attn_shape;
+
+/* Writes the keys allowed for query i of batch entry b into keys (ascending, capacity nk) and
+ * returns how many there are. */
+int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys);
+
+/* out (dt) and lse (double, [B,Hq,Nq]). TG_ERR_OUT_OF_MEMORY if scratch cannot be allocated. */
+tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+                                 const void *k, const void *v, void *out, double *lse);
+/* Accumulates into dq, dk, dv (dt); any of them may be NULL (not wanted). */
+tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+                                  const void *k, const void *v, const void *dout, const double *lse, void *dq, void *dk,
+                                  void *dv);
+#endif

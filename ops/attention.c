@@ -1,0 +1,425 @@
+/* tg_attention: softmax attention over the pairs a relation allows (math in host/attention.h).
+ * One node with outputs out (and, when asked, lse: a non-differentiable second output).
+ * Three lowerings, one capsule each:
+ *   HOST           f32/f64, every relation; saves lse as f64 (B*Hq*Nq*8 bytes)
+ *   CUDA_COMPOSED  cuBLAS + masked softmax; saves P, f32 [B,Hq,Nq,Nk]
+ *   CUDA_FUSED     online softmax (cuda/attention_fused.h); saves only lse, f32 [B,Hq,Nq]
+ * The node keeps a shallow copy of the relation header (so dense / causal relations built on the
+ * stack by tg_mha need no handle); index arrays stay in the caller's relation, which must outlive
+ * the node (tiga.h). CUDA providers stage relation data into the tape's device arena per call. */
+#include "relation.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/attention_composed.h"
+#include "../cuda/attention_fused.h"
+#endif
+
+typedef struct attn_state {
+  tg_relation rel; /* shallow copy */
+  int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
+  double scale, prune;
+  /* device staging for this step (CUDA providers) */
+  const uint8_t *d_mask;
+  void *d_prep, *d_lo;
+  const int32_t *d_cu_q, *d_cu_k;
+  unsigned long long tiles[2]; /* fused forward: key tiles visited, pruned */
+  int has_tiles;
+} attn_state;
+
+static void describe(const tgi_node *n, char *buf, size_t cap) {
+  const attn_state *st = n->aux;
+  const tg_relation *r = &st->rel;
+  char rel[64];
+  if (r->kind == TG_REL_MASK)
+    snprintf(rel, sizeof rel, "mask(batch %lld)", (long long)r->mask_batch);
+  else if (r->kind == TG_REL_VARLEN)
+    snprintf(rel, sizeof rel, "varlen(%d seqs%s)", r->n_seqs, r->causal ? ", causal" : "");
+  else if (r->kind == TG_REL_CONCAT)
+    snprintf(rel, sizeof rel, "concat(%d parts)", r->n_parts);
+  else
+    snprintf(rel, sizeof rel, "%s", tgi_rel_kind_name(r->kind));
+  int w = snprintf(buf, cap, "rel=%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
+                   (long long)st->D, (long long)st->Dv);
+  if (st->has_tiles && w > 0 && (size_t)w < cap)
+    snprintf(buf + w, cap - (size_t)w, " pruned %.1f%% of %llu tiles (rho=%g)",
+             st->tiles[0] ? 100.0 * (double)st->tiles[1] / (double)st->tiles[0] : 0.0, st->tiles[0], st->prune);
+}
+
+static tg_status attn_backward(tg_tape *t, tgi_node *n);
+static const tgi_capsule cap_attn[4] = {
+    {"attention", TG_PROVIDER_AUTO, NULL, NULL}, /* unused slot: indexed by provider */
+    {"attention", TG_PROVIDER_HOST, attn_backward, describe},
+    {"attention", TG_PROVIDER_CUDA_FUSED, attn_backward, describe},
+    {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
+
+static void host_shape(const attn_state *st, host_attn_shape *hs) {
+  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale};
+}
+
+/* ------------------------------------------------------------ CUDA glue */
+#ifdef TIGA_HAVE_CUDA
+static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
+  static const tgc_attn_kind kinds[] = {TGC_ATTN_DENSE, TGC_ATTN_CAUSAL, TGC_ATTN_MASK, TGC_ATTN_VARLEN,
+                                        TGC_ATTN_MASK, TGC_ATTN_MASK};
+  const tg_relation *r = &st->rel;
+  memset(sh, 0, sizeof *sh);
+  *sh = (tgc_attn_shape){.B = st->B, .Nq = st->Nq, .Nk = st->Nk, .Hq = (int)st->Hq, .Hkv = (int)st->Hkv,
+                         .D = (int)st->D, .Dv = (int)st->Dv, .dtype = dt, .scale = (float)st->scale,
+                         .kind = kinds[r->kind], .mask_prep = st->d_prep, .mask_batch = r->mask_batch > 1 ? r->mask_batch : 1,
+                         .cu_q = st->d_cu_q, .cu_k = st->d_cu_k, .n_seqs = r->n_seqs, .max_q = r->max_q,
+                         .max_k = r->max_k, .varlen_causal = r->causal, .prune_rho = (float)st->prune};
+}
+
+static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh) {
+  tgc_attn_shape f;
+  fused_shape(st, dt, &f);
+  *sh = (tgc_comp_shape){.B = f.B, .Nq = f.Nq, .Nk = f.Nk, .Hq = f.Hq, .Hkv = f.Hkv, .D = f.D, .Dv = f.Dv,
+                         .dtype = dt, .scale = f.scale, .kind = f.kind, .mask = st->d_mask,
+                         .mask_batch = st->rel.kind == TG_REL_MASK ? st->rel.mask_batch : 0, .cu_q = f.cu_q,
+                         .cu_k = f.cu_k, .n_seqs = f.n_seqs, .varlen_causal = f.varlen_causal};
+}
+
+/* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
+ * host may reuse or free the source, and tg_tape_reset need not wait for the device). */
+static void *upload(tg_tape *t, const void *src, size_t bytes) {
+  void *d = tgi_scratch_d(t, bytes);
+  if (!d) return NULL;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_h2d(tgi_dev(t), d, src, bytes, msg);
+  if (s) return tgi_fail(t, s, "staging relation data on the device: %s", msg), NULL;
+  t->pending_h2d++;
+  return d;
+}
+
+/* Stages the relation's data on the device for this step: u8 mask (MASK; CSR / CONCAT densified
+ * for COMPOSED), the fused kernels' prepared mask (FUSED), cu_seqlens (VARLEN). */
+static bool stage(tg_tape *t, attn_state *st, bool fused) {
+  const tg_relation *r = &st->rel;
+  bool sparse = r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT;
+  if (r->kind == TG_REL_MASK || (sparse && !fused)) {
+    int64_t mb = r->kind == TG_REL_MASK && r->mask_batch > 1 ? r->mask_batch : 1;
+    size_t bytes = (size_t)(mb * r->nq * r->nk);
+    const uint8_t *src = r->mask;
+    if (sparse) {
+      uint8_t *h = tgi_scratch_h(t, bytes);
+      if (!h) return false;
+      tgi_rel_dense_mask(r, h);
+      src = h;
+    }
+    if (!(st->d_mask = upload(t, src, bytes))) return false;
+    if (fused) {
+      st->d_prep = tgi_scratch_d(t, cuda_attention_fused_mask_bytes(mb, r->nq, r->nk));
+      if (!st->d_prep) return false;
+      tg_status s = cuda_attention_fused_mask_prepare(TGI_STREAM(t), st->d_mask, mb, r->nq, r->nk, st->d_prep);
+      if (s) return tgi_fail_cuda(t, s, "fused mask preparation");
+    }
+  }
+  if (r->kind == TG_REL_VARLEN) {
+    size_t n = (size_t)r->n_seqs + 1; /* one copy for both offset arrays */
+    int32_t *h = tgi_scratch_h(t, 2 * n * sizeof *h);
+    if (!h) return false;
+    memcpy(h, r->cu_q, n * sizeof *h);
+    memcpy(h + n, r->cu_k, n * sizeof *h);
+    const int32_t *d = upload(t, h, 2 * n * sizeof *h);
+    if (!d) return false;
+    st->d_cu_q = d, st->d_cu_k = d + n;
+  }
+  return true;
+}
+
+/* Whether AUTO may take the fused lowering for this call. */
+static bool fused_fits(const attn_state *st, tg_dtype dt) {
+  if (st->rel.kind == TG_REL_CSR || st->rel.kind == TG_REL_CONCAT) return false;
+  if (dt != TG_F32 && dt != TG_F16 && dt != TG_BF16) return false;
+  tgc_attn_shape sh;
+  fused_shape(st, dt, &sh);
+  return cuda_attention_fused_supported(&sh) == TG_OK;
+}
+#endif
+
+/* ------------------------------------------------------------ validation */
+
+static bool check_shapes(tg_tape *t, const tgi_value *q, const tgi_value *k, const tgi_value *v, attn_state *st) {
+  char a[TGI_SHAPE_STR_CAP], b[TGI_SHAPE_STR_CAP];
+  const tgi_value *vals[3] = {q, k, v};
+  const char *names[3] = {"q", "k", "v"}, *want[3] = {"[B, Nq, Hq, D]", "[B, Nk, Hkv, D]", "[B, Nk, Hkv, Dv]"};
+  for (int i = 0; i < 3; i++)
+    if (vals[i]->ndim != 4)
+      return tgi_fail(t, TG_ERR_SHAPE, "argument '%s' has shape %s; expected 4 dims %s", names[i],
+                      tgi_shape_str(vals[i]->shape, vals[i]->ndim, a, sizeof a), want[i]);
+  st->B = q->shape[0], st->Nq = q->shape[1], st->Hq = q->shape[2], st->D = q->shape[3];
+  st->Nk = k->shape[1], st->Hkv = k->shape[2], st->Dv = v->shape[3];
+  if (k->shape[0] != st->B || k->shape[3] != st->D)
+    return tgi_fail(t, TG_ERR_SHAPE, "argument 'k' has shape %s; expected [B=%lld, Nk, Hkv, D=%lld] (from 'q' %s)",
+                    tgi_shape_str(k->shape, 4, a, sizeof a), (long long)st->B, (long long)st->D,
+                    tgi_shape_str(q->shape, 4, b, sizeof b));
+  if (v->shape[0] != st->B || v->shape[1] != st->Nk || v->shape[2] != st->Hkv)
+    return tgi_fail(t, TG_ERR_SHAPE, "argument 'v' has shape %s; expected [B=%lld, Nk=%lld, Hkv=%lld, Dv] (from 'k' %s)",
+                    tgi_shape_str(v->shape, 4, a, sizeof a), (long long)st->B, (long long)st->Nk, (long long)st->Hkv,
+                    tgi_shape_str(k->shape, 4, b, sizeof b));
+  if (st->Hq % st->Hkv)
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "query heads Hq = %lld (argument 'q') are not a multiple of key/value heads Hkv = %lld (argument 'k'); "
+                    "expected Hq %% Hkv == 0",
+                    (long long)st->Hq, (long long)st->Hkv);
+  if (st->Hq > INT32_MAX || st->D > INT32_MAX || st->Dv > INT32_MAX || st->Nq > INT32_MAX || st->Nk > INT32_MAX)
+    return tgi_fail(t, TG_ERR_SHAPE, "sizes Nq=%lld Nk=%lld Hq=%lld D=%lld Dv=%lld; expected each at most %d",
+                    (long long)st->Nq, (long long)st->Nk, (long long)st->Hq, (long long)st->D, (long long)st->Dv,
+                    INT32_MAX);
+  return true;
+}
+
+static bool check_relation(tg_tape *t, const tg_relation *r, const attn_state *st) {
+  const char *kn = tgi_rel_kind_name(r->kind);
+  if (r->rt != t->rt)
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "argument 'rel' (%s) was built on another runtime; expected a relation of this tape's runtime", kn);
+  if (r->kind == TG_REL_VARLEN && st->B != 1)
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "argument 'rel' is a varlen relation (packed sequences); expected batch B = 1, got B = %lld "
+                    "(argument 'q')",
+                    (long long)st->B);
+  if (r->nq != st->Nq || r->nk != st->Nk)
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "argument 'rel' is a %s relation over nq = %lld, nk = %lld; expected nq = Nq = %lld and nk = Nk = "
+                    "%lld (dim 1 of 'q' and of 'k')",
+                    kn, (long long)r->nq, (long long)r->nk, (long long)st->Nq, (long long)st->Nk);
+  if (r->kind == TG_REL_MASK && r->mask_batch > 1 && r->mask_batch != st->B)
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "argument 'rel' is a mask over %lld batch entries; expected a shared mask (batch 0 or 1) or batch "
+                    "B = %lld (dim 0 of 'q')",
+                    (long long)r->mask_batch, (long long)st->B);
+  return true;
+}
+
+/* Provider for this call: the tape's; AUTO on a device takes FUSED when it fits, else COMPOSED. */
+static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
+  tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
+#ifdef TIGA_HAVE_CUDA
+  if (p == TG_PROVIDER_CUDA_FUSED && t->provider == TG_PROVIDER_AUTO && st->prune == 0 && !fused_fits(st, dt))
+    p = TG_PROVIDER_CUDA_COMPOSED;
+#else
+  (void)st, (void)dt;
+#endif
+  return p;
+}
+
+static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_dtype dt) {
+  const tg_relation_kind kind = st->rel.kind;
+  if (st->prune > 0 && p != TG_PROVIDER_CUDA_FUSED)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "option 'block_prune_threshold' = %g needs provider CUDA_FUSED; provider %s computes exact attention "
+                    "only (use 0)",
+                    st->prune, tg_provider_name(p));
+  if (st->prune > 0 && kind != TG_REL_DENSE && kind != TG_REL_CAUSAL)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
+                    "is %s",
+                    st->prune, tgi_rel_kind_name(kind));
+  if (p != TG_PROVIDER_CUDA_FUSED) return true;
+  if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "argument 'rel' is a %s relation; provider CUDA_FUSED takes dense, causal, mask and varlen (the fused "
+                    "CSR path is a later issue; use CUDA_COMPOSED or HOST)",
+                    tgi_rel_kind_name(kind));
+#ifdef TIGA_HAVE_CUDA
+  tgc_attn_shape sh;
+  fused_shape(st, dt, &sh);
+  if (cuda_attention_fused_supported(&sh) != TG_OK)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED, "provider CUDA_FUSED does not take this call: %s (CUDA_COMPOSED does)",
+                    tgc_error());
+#else
+  (void)dt;
+#endif
+  return true;
+}
+
+/* ------------------------------------------------------------ forward */
+
+tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_relation *rel,
+                   const tg_attention_options *opts) {
+  if (opts && opts->lse_out) *opts->lse_out = TG_NO_ID;
+  if (!tgi_op_begin(t, "tg_attention")) return TG_NO_ID;
+  tgi_value *q = tgi_arg(t, "q", q_id);
+  tgi_value *k = q ? tgi_arg(t, "k", k_id) : NULL;
+  tgi_value *v = k ? tgi_arg(t, "v", v_id) : NULL;
+  if (!v) return TG_NO_ID;
+  if (!rel)
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "argument 'rel' is NULL; expected a relation (tg_relation_dense for full attention)"),
+           TG_NO_ID;
+  attn_state *st = tgi_scratch_h(t, sizeof *st);
+  if (!st) return TG_NO_ID;
+  memset(st, 0, sizeof *st);
+  st->rel = *rel;
+  if (!check_shapes(t, q, k, v, st) || !check_relation(t, rel, st)) return TG_NO_ID;
+  double scale = opts ? opts->scale : 0, prune = opts ? opts->block_prune_threshold : 0;
+  if (!isfinite(scale))
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is %g; expected a finite number (0: 1/sqrt(D))", scale),
+           TG_NO_ID;
+  if (!(prune >= 0 && prune <= 1))
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "option 'block_prune_threshold' is %g; expected 0 (exact) or a value in (0, 1]", prune),
+           TG_NO_ID;
+  st->scale = scale != 0 ? scale : 1.0 / sqrt((double)st->D);
+  st->prune = prune;
+  tg_dtype dt = (tg_dtype)q->dtype;
+  tg_provider p = pick(t, st, dt);
+  if (!p || !tgi_need_float_for(t, p, "q", q) || !tgi_need_same_dtype(t, "q", q, "k", k) ||
+      !tgi_need_same_dtype(t, "q", q, "v", v) || !check_provider(t, p, st, dt))
+    return TG_NO_ID;
+
+  int64_t oshape[4] = {st->B, st->Nq, st->Hq, st->Dv}, lshape[3] = {st->B, st->Hq, st->Nq};
+  int64_t nrows = st->B * st->Hq * st->Nq;
+  tgi_value *out = tgi_result(t, dt, 4, oshape);
+  tgi_value *lse = out && opts && opts->lse_out ? tgi_result(t, TG_F32, 3, lshape) : NULL;
+  if (!out || (opts && opts->lse_out && !lse)) return TG_NO_ID;
+  tgi_value *in[3] = {q, k, v};
+  bool grad = tgi_needs_grad(t, 3, in);
+  void *saved = NULL;
+  size_t saved_bytes = 0;
+
+  if (p == TG_PROVIDER_HOST) {
+    const void *pq = tgi_read_h(t, q), *pk = tgi_read_h(t, k), *pv = tgi_read_h(t, v);
+    void *po = tgi_write_h(t, out);
+    double *pl = tgi_scratch_h(t, (size_t)nrows * sizeof(double));
+    float *plo = lse ? tgi_write_h(t, lse) : NULL;
+    if (!pq || !pk || !pv || !po || !pl || (lse && !plo)) return TG_NO_ID;
+    host_attn_rel hv;
+    host_attn_shape hs;
+    tgi_rel_host_view(rel, &hv);
+    host_shape(st, &hs);
+    if (host_attention_forward(dt, &hs, &hv, pq, pk, pv, po, pl))
+      return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for attention scratch"), TG_NO_ID;
+    for (int64_t i = 0; plo && i < nrows; i++) plo[i] = (float)pl[i];
+    saved = pl, saved_bytes = (size_t)nrows * sizeof(double);
+  } else {
+#ifdef TIGA_HAVE_CUDA
+    bool fused = p == TG_PROVIDER_CUDA_FUSED;
+    const void *pq = tgi_read_d(t, q), *pk = tgi_read_d(t, k), *pv = tgi_read_d(t, v);
+    void *po = tgi_write_d(t, out);
+    if (!pq || !pk || !pv || !po || !stage(t, st, fused)) return TG_NO_ID;
+    tg_status s;
+    if (fused) {
+      float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nrows * sizeof(float));
+      unsigned long long *ctr = prune > 0 ? tgi_scratch_d(t, 2 * sizeof *ctr) : NULL;
+      if (!pl || (prune > 0 && !ctr)) return TG_NO_ID;
+      char msg[TGI_MSG_CAP];
+      if (ctr && (s = tgi_device_zero(tgi_dev(t), ctr, 2 * sizeof *ctr, msg)))
+        return tgi_fail(t, s, "%s", msg), TG_NO_ID;
+      tgc_attn_shape sh;
+      fused_shape(st, dt, &sh);
+      if ((s = cuda_attention_fused_forward(TGI_STREAM(t), &sh, pq, pk, pv, po, pl, ctr)))
+        return tgi_fail_cuda(t, s, "fused attention forward"), TG_NO_ID;
+      if (ctr) { /* read the tile counters now so explain can report the pruned fraction */
+        if ((s = tgi_device_d2h(tgi_dev(t), st->tiles, ctr, sizeof st->tiles, msg)))
+          return tgi_fail(t, s, "reading the tile counters: %s", msg), TG_NO_ID;
+        t->pending_d2h++;
+        st->has_tiles = 1;
+      }
+      saved = pl, saved_bytes = (size_t)nrows * sizeof(float);
+    } else {
+      tgc_comp_shape sh;
+      composed_shape(st, dt, &sh);
+      size_t np = (size_t)(nrows * st->Nk), lo_bytes = cuda_attention_composed_lo_bytes(&sh);
+      float *P = tgi_scratch_d(t, np * sizeof(float));
+      st->d_lo = lo_bytes ? tgi_scratch_d(t, lo_bytes) : NULL;
+      float *pl = lse ? tgi_write_d(t, lse) : NULL;
+      if (!P || (lo_bytes && !st->d_lo) || (lse && !pl)) return TG_NO_ID;
+      if ((s = cuda_attention_composed_forward(TGI_STREAM(t), TGI_CUBLAS(t), &sh, pq, pk, pv, po, pl, P, st->d_lo)))
+        return tgi_fail_cuda(t, s, "composed attention forward"), TG_NO_ID;
+      saved = P, saved_bytes = np * sizeof(float);
+    }
+#endif
+  }
+  tgi_value *outs[2] = {out, lse};
+  tgi_node *n = tgi_record(t, &cap_attn[p], 3, in, lse ? 2 : 1, outs);
+  if (n) {
+    n->aux = st;
+    if (grad) {
+      n->saved = saved;
+      n->saved_bytes = saved_bytes;
+      n->saved_on = p == TG_PROVIDER_HOST ? TGI_ON_HOST : TGI_ON_DEV;
+    }
+  }
+  if (lse) lse->requires_grad = false; /* gradient flows through out only */
+  if (opts && opts->lse_out && t->status == TG_OK) *opts->lse_out = tgi_id_of(t, lse);
+  return tgi_done(t, out);
+}
+
+/* ------------------------------------------------------------ backward */
+
+static tg_status attn_backward(tg_tape *t, tgi_node *n) {
+  attn_state *st = n->aux;
+  tgi_value *q = tgi_in(t, n, 0), *k = tgi_in(t, n, 1), *v = tgi_in(t, n, 2), *out = tgi_out(t, n, 0);
+  if (!q->requires_grad && !k->requires_grad && !v->requires_grad) return TG_OK;
+  tg_dtype dt = (tg_dtype)q->dtype;
+  if (!n->saved) return tgi_fail(t, TG_ERR_INTERNAL, "attention node has no saved state"), TG_ERR_INTERNAL;
+  if (n->cap->provider == TG_PROVIDER_HOST) {
+    const void *gy = tgi_grad_h(t, out), *pq = tgi_read_h(t, q), *pk = tgi_read_h(t, k), *pv = tgi_read_h(t, v);
+    void *gq = q->requires_grad ? tgi_grad_h(t, q) : NULL, *gk = k->requires_grad ? tgi_grad_h(t, k) : NULL;
+    void *gv = v->requires_grad ? tgi_grad_h(t, v) : NULL;
+    if (t->status) return t->status;
+    host_attn_rel hv;
+    host_attn_shape hs;
+    tgi_rel_host_view(&st->rel, &hv);
+    host_shape(st, &hs);
+    if (host_attention_backward(dt, &hs, &hv, pq, pk, pv, gy, n->saved, gq, gk, gv))
+      return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for attention scratch"), TG_ERR_OUT_OF_MEMORY;
+    return TG_OK;
+  }
+#ifdef TIGA_HAVE_CUDA
+  if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && st->prune > 0)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "backward of a tile-pruned node (block_prune_threshold = %g) is not implemented: the fused backward "
+                    "is exact and would not match the pruned forward; train with block_prune_threshold = 0",
+                    st->prune),
+           TG_ERR_UNSUPPORTED;
+  const void *gy = tgi_grad_d(t, out), *pq = tgi_read_d(t, q), *pk = tgi_read_d(t, k), *pv = tgi_read_d(t, v);
+  const void *po = tgi_read_d(t, out);
+  void *gq = q->requires_grad ? tgi_grad_d(t, q) : NULL, *gk = k->requires_grad ? tgi_grad_d(t, k) : NULL;
+  void *gv = v->requires_grad ? tgi_grad_d(t, v) : NULL;
+  if (t->status) return t->status;
+  tg_status s;
+  if (n->cap->provider == TG_PROVIDER_CUDA_COMPOSED) {
+    tgc_comp_shape sh;
+    composed_shape(st, dt, &sh);
+    size_t np = (size_t)(st->B * st->Hq * st->Nq * st->Nk);
+    float *dS = tgi_scratch_d(t, np * sizeof(float));
+    if (!dS) return t->status;
+    if ((s = cuda_attention_composed_backward(TGI_STREAM(t), TGI_CUBLAS(t), &sh, pq, pk, pv, po, gy, n->saved, dS,
+                                              st->d_lo, gq, gk, gv)))
+      tgi_fail_cuda(t, s, "composed attention backward");
+    return s;
+  }
+  /* The fused kernel accumulates into three distinct buffers: inputs that need no gradient, or
+   * that are the same value (self-attention on one tensor), get zeroed scratch added back after. */
+  tgc_attn_shape sh;
+  fused_shape(st, dt, &sh);
+  tgi_value *vals[3] = {q, k, v};
+  void *g[3] = {gq, gk, gv}, *tmp[3] = {NULL, NULL, NULL};
+  char msg[TGI_MSG_CAP];
+  for (int i = 0; i < 3; i++) {
+    bool alias = (i > 0 && vals[i] == vals[0]) || (i > 1 && vals[i] == vals[1]);
+    if (g[i] && !alias) continue;
+    if (!(tmp[i] = tgi_scratch_d(t, vals[i]->bytes))) return t->status;
+    if ((s = tgi_device_zero(tgi_dev(t), tmp[i], vals[i]->bytes, msg))) return tgi_fail(t, s, "%s", msg), s;
+  }
+  size_t wb = cuda_attention_fused_backward_workspace(&sh);
+  void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+  if (wb && !ws) return t->status;
+  if ((s = cuda_attention_fused_backward(TGI_STREAM(t), &sh, pq, pk, pv, po, gy, n->saved, tmp[0] ? tmp[0] : g[0],
+                                         tmp[1] ? tmp[1] : g[1], tmp[2] ? tmp[2] : g[2], ws)))
+    return tgi_fail_cuda(t, s, "fused attention backward"), s;
+  for (int i = 0; i < 3; i++)
+    if (tmp[i] && g[i] && (s = cuda_attention_add(TGI_STREAM(t), dt, g[i], tmp[i], vals[i]->numel)))
+      return tgi_fail_cuda(t, s, "attention gradient accumulation"), s;
+  return TG_OK;
+#else
+  return tgi_fail(t, TG_ERR_INTERNAL, "CUDA attention node in a host-only build"), TG_ERR_INTERNAL;
+#endif
+}

@@ -1,0 +1,311 @@
+/* Optimizer steps (SGD, AdamW) and global gradient-norm clipping over the tape's parameters.
+ *
+ * Each call visits the parameters that hold a gradient and updates them where the gradient
+ * lives: on the device (CUDA kernels on device buffers; the value and state are moved there if
+ * needed) or on the host (host kernels). The formulas are PyTorch's (see tiga.h and
+ * host/optim.h). A call runs in two passes so that a failure leaves every parameter untouched:
+ * pass 1 places value, gradient and state on the compute side (the only pass that allocates or
+ * copies), pass 2 runs the kernels. Failures are returned, never left sticky on the tape. */
+#include "../host/optim.h"
+#include "../tape/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/optim.h"
+#endif
+
+/* A parameter to update: where its gradient is and facts taken before pass 1 changes them. */
+typedef struct item {
+  tgi_value *v;
+  size_t index; /* position in tg_tape_parameters order (messages) */
+  int side;     /* TGI_ON_HOST or TGI_ON_DEV */
+  bool first;   /* no momentum buffer yet (SGD) */
+} item;
+
+/* Turns a failure that the tape helpers made sticky into a returned one (tape stays usable). */
+static tg_status unstick(tg_tape *t) {
+  tg_status s = t->status ? t->status : TG_ERR_INTERNAL;
+  char msg[TGI_MSG_CAP];
+  memcpy(msg, t->msg, sizeof msg);
+  t->status = TG_OK;
+  return tgi_error(t, s, "%s", msg);
+}
+
+/* Checks shared by the three runners: a tape without a sticky error, and options when given. */
+static tg_status begin(tg_tape *t, const char *fn, bool has_opts, const void *opts) {
+  if (!t) {
+    tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (t->status != TG_OK)
+    return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
+  if (has_opts && !opts) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
+  t->cur_op = fn; /* prefix of messages from the placement helpers */
+  return TG_OK;
+}
+
+/* The option `name` must satisfy lo <= x (lo_open: lo < x) and x < hi (hi_open) / x <= hi. */
+static tg_status check_range(tg_tape *t, const char *fn, const char *name, double x, double lo, bool lo_open,
+                             double hi, bool hi_open) {
+  bool ok = isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+  if (ok) return TG_OK;
+  char range[96];
+  if (isinf(hi))
+    snprintf(range, sizeof range, "a finite number %s %g", lo_open ? ">" : ">=", lo);
+  else
+    snprintf(range, sizeof range, "a number in %c%g, %g%c", lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+  return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: option '%s' is %g; expected %s", fn, name, x, range);
+}
+
+/* Lists the parameters that hold a gradient and checks each dtype against its compute side.
+ * *items is malloc'd (NULL when there is none). */
+static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count) {
+  *items = NULL;
+  *count = 0;
+  size_t n = 0;
+  for (uint32_t i = 0; i < t->nvals; i++) {
+    tgi_value *v = tgi_slot(t, i);
+    if (v->kind == TGI_PARAM && v->grad.valid) n++;
+  }
+  if (!n) return TG_OK;
+  item *it = malloc(n * sizeof *it);
+  if (!it) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  size_t k = 0, index = 0;
+  for (uint32_t i = 0; i < t->nvals; i++) {
+    tgi_value *v = tgi_slot(t, i);
+    if (v->kind != TGI_PARAM) continue;
+    size_t pos = index++;
+    if (!v->grad.valid) continue;
+    item *e = &it[k++];
+    e->v = v;
+    e->index = pos;
+    e->side = (v->grad.valid & TGI_ON_DEV) ? TGI_ON_DEV : TGI_ON_HOST;
+    e->first = !v->opt_m.valid;
+    tg_dtype dt = (tg_dtype)v->dtype;
+    bool ok = e->side == TGI_ON_HOST ? (dt == TG_F32 || dt == TG_F64) : (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16);
+#ifndef TIGA_HAVE_CUDA
+    if (e->side == TGI_ON_DEV) ok = false;
+#endif
+    if (!ok) {
+      bool host = e->side == TGI_ON_HOST;
+      free(it);
+      return tgi_error(t, TG_ERR_DTYPE, "%s: parameter %zu (id %lld) is %s with its gradient on the %s; the %s takes %s",
+                       fn, pos, (long long)tgi_id_of(t, v), tg_dtype_name(dt), host ? "host" : "device",
+                       host ? "host update" : "CUDA update", host ? "f32 or f64" : "f32, f16 or bf16 (f64 is host-only)");
+    }
+  }
+  *items = it;
+  *count = n;
+  return TG_OK;
+}
+
+/* Value (current, updated in place), gradient and `nstate` state buffers of e on its side.
+ * NULL in p on failure (sticky until unstick). */
+typedef struct bufs {
+  void *p, *g, *m, *v;
+} bufs;
+
+static bufs place(tg_tape *t, const item *e, int nstate) {
+  bufs b = {NULL, NULL, NULL, NULL};
+  bool dev = e->side == TGI_ON_DEV;
+  void *p = dev ? tgi_read_d(t, e->v) : tgi_read_h(t, e->v);
+  void *g = p ? (dev ? tgi_grad_d(t, e->v) : tgi_grad_h(t, e->v)) : NULL;
+  void *m = g && nstate > 0 ? (dev ? tgi_state_d(t, e->v, 0) : tgi_state_h(t, e->v, 0)) : NULL;
+  void *v = m && nstate > 1 ? (dev ? tgi_state_d(t, e->v, 1) : tgi_state_h(t, e->v, 1)) : NULL;
+  if (!g || (nstate > 0 && !m) || (nstate > 1 && !v)) return b;
+  b.p = p, b.g = g, b.m = m, b.v = v;
+  return b;
+}
+
+/* Pass 1 over all items; TG_OK or a returned error with nothing updated. */
+static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
+  for (size_t k = 0; k < n; k++)
+    if (!place(t, &it[k], nstate).p) return unstick(t);
+  return TG_OK;
+}
+
+/* ------------------------------------------------------------ SGD */
+
+tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *o) {
+  const char *fn = "tg_sgd_step";
+  tg_status s = begin(t, fn, true, o);
+  if (s) return s;
+  if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
+      (s = check_range(t, fn, "momentum", o->momentum, 0, false, INFINITY, true)) ||
+      (s = check_range(t, fn, "dampening", o->dampening, -INFINITY, false, INFINITY, true)) ||
+      (s = check_range(t, fn, "weight_decay", o->weight_decay, 0, false, INFINITY, true)))
+    return s;
+  if (o->nesterov && (o->momentum <= 0 || o->dampening != 0))
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "%s: option 'nesterov' is set with momentum %g and dampening %g; Nesterov momentum needs "
+                     "momentum > 0 and dampening 0",
+                     fn, o->momentum, o->dampening);
+  item *it;
+  size_t n;
+  if ((s = collect(t, fn, &it, &n))) return s;
+  int nstate = o->momentum != 0 ? 1 : 0; /* PyTorch keeps no buffer without momentum */
+  if ((s = place_all(t, it, n, nstate))) goto done;
+  for (size_t k = 0; k < n; k++) {
+    item *e = &it[k];
+    bufs b = place(t, e, nstate); /* already placed: no allocation or copy can fail here */
+    if (!b.p) {
+      s = unstick(t);
+      goto done;
+    }
+    double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
+    if (e->side == TGI_ON_HOST) {
+      host_sgd_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, e->v->numel, o->lr, o->momentum, o->dampening, wd,
+                    o->nesterov, e->first);
+    } else {
+#ifdef TIGA_HAVE_CUDA
+      tg_status ks = cuda_sgd_step(TGI_STREAM(t), (tg_dtype)e->v->dtype, b.p, b.g, b.m, e->v->numel, o->lr,
+                                   o->momentum, o->dampening, wd, o->nesterov, e->first);
+      if (ks) {
+        s = tgi_error(t, ks, "%s: CUDA update of parameter %zu failed: %s", fn, e->index, tgc_error());
+        goto done;
+      }
+#endif
+    }
+    e->v->data.valid = (uint8_t)e->side; /* updated in place on that side only */
+    e->v->opt_step++;
+  }
+done:
+  free(it);
+  return s;
+}
+
+/* ------------------------------------------------------------ AdamW */
+
+tg_adamw_options tg_adamw_defaults(void) {
+  tg_adamw_options o = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+  return o;
+}
+
+tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
+  const char *fn = "tg_adamw_step";
+  tg_status s = begin(t, fn, true, o);
+  if (s) return s;
+  if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
+      (s = check_range(t, fn, "beta1", o->beta1, 0, false, 1, true)) ||
+      (s = check_range(t, fn, "beta2", o->beta2, 0, false, 1, true)) ||
+      (s = check_range(t, fn, "eps", o->eps, 0, true, INFINITY, true)) ||
+      (s = check_range(t, fn, "weight_decay", o->weight_decay, 0, false, INFINITY, true)))
+    return s;
+  item *it;
+  size_t n;
+  if ((s = collect(t, fn, &it, &n))) return s;
+  if ((s = place_all(t, it, n, 2))) goto done;
+  for (size_t k = 0; k < n; k++) {
+    item *e = &it[k];
+    bufs b = place(t, e, 2); /* already placed: no allocation or copy can fail here */
+    if (!b.p) {
+      s = unstick(t);
+      goto done;
+    }
+    double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
+    double step = (double)(e->v->opt_step + 1);
+    double bc1 = 1 - pow(o->beta1, step), bc2 = 1 - pow(o->beta2, step);
+    if (e->side == TGI_ON_HOST) {
+      host_adamw_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr, o->beta1, o->beta2, o->eps, wd,
+                      bc1, bc2);
+    } else {
+#ifdef TIGA_HAVE_CUDA
+      tg_status ks = cuda_adamw_step(TGI_STREAM(t), (tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr,
+                                     o->beta1, o->beta2, o->eps, wd, bc1, bc2);
+      if (ks) {
+        s = tgi_error(t, ks, "%s: CUDA update of parameter %zu failed: %s", fn, e->index, tgc_error());
+        goto done;
+      }
+#endif
+    }
+    e->v->data.valid = (uint8_t)e->side;
+    e->v->opt_step++;
+  }
+done:
+  free(it);
+  return s;
+}
+
+/* ------------------------------------------------------------ clip_grad_norm */
+
+/* total = sqrt(sum over parameters of sum g^2) (double accumulation on each side); when
+ * max_norm / (total + 1e-6) < 1 every gradient is multiplied by it (PyTorch's clip_grad_norm_,
+ * whose clamped coefficient is 1 otherwise). A non-finite total leaves the gradients as they are
+ * (the caller sees it in *total_norm and can skip the step). */
+tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
+  const char *fn = "tg_clip_grad_norm";
+  tg_status s = begin(t, fn, false, NULL);
+  if (s) return s;
+  if (!(max_norm > 0))
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'max_norm' is %g; expected a number > 0", fn, max_norm);
+  item *it;
+  size_t n;
+  if ((s = collect(t, fn, &it, &n))) return s;
+  /* pass 1: make each gradient current on exactly its side (no allocation: it is valid there) */
+  for (size_t k = 0; k < n; k++) {
+    void *g = it[k].side == TGI_ON_DEV ? tgi_grad_d(t, it[k].v) : tgi_grad_h(t, it[k].v);
+    if (!g) {
+      s = unstick(t);
+      goto done;
+    }
+  }
+  double host_sum = 0, dev_sum = 0;
+  bool any_dev = false;
+  for (size_t k = 0; k < n; k++) {
+    if (it[k].side == TGI_ON_HOST)
+      host_sum += host_sumsq((tg_dtype)it[k].v->dtype, it[k].v->grad.h, it[k].v->numel);
+    else
+      any_dev = true;
+  }
+#ifdef TIGA_HAVE_CUDA
+  if (any_dev) {
+    char msg[TGI_MSG_CAP];
+    double *acc = NULL; /* acc[0]: the sum; acc[1..]: partial sums */
+    s = tgi_device_alloc(tgi_dev(t), (1 + CUDA_SUMSQ_SCRATCH) * sizeof(double), (void **)&acc, msg);
+    if (s) {
+      s = tgi_error(t, s, "%s: %s", fn, msg);
+      goto done;
+    }
+    s = tgi_device_zero(tgi_dev(t), acc, sizeof(double), msg);
+    for (size_t k = 0; k < n && !s; k++) {
+      if (it[k].side != TGI_ON_DEV) continue;
+      s = cuda_sumsq(TGI_STREAM(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, acc + 1, acc);
+      if (s) snprintf(msg, sizeof msg, "CUDA norm of parameter %zu failed: %s", it[k].index, tgc_error());
+    }
+    if (!s) s = tgi_device_d2h(tgi_dev(t), &dev_sum, acc, sizeof(double), msg);
+    tgi_device_free(tgi_dev(t), acc);
+    if (s) {
+      s = tgi_error(t, s, "%s: %s", fn, msg);
+      goto done;
+    }
+  }
+#else
+  (void)any_dev;
+#endif
+  double total = sqrt(host_sum + dev_sum);
+  double coef = max_norm / (total + 1e-6);
+  if (isfinite(total) && coef < 1) {
+    for (size_t k = 0; k < n; k++) {
+      tgi_value *v = it[k].v;
+      if (it[k].side == TGI_ON_HOST) {
+        host_scale_inplace((tg_dtype)v->dtype, v->grad.h, v->numel, coef);
+      } else {
+#ifdef TIGA_HAVE_CUDA
+        tg_status ks = cuda_scale_inplace(TGI_STREAM(t), (tg_dtype)v->dtype, v->grad.d, v->numel, coef);
+        if (ks) {
+          s = tgi_error(t, ks, "%s: CUDA scaling of parameter %zu failed: %s", fn, it[k].index, tgc_error());
+          goto done;
+        }
+#endif
+      }
+    }
+  }
+  if (total_norm) *total_norm = total;
+done:
+  free(it);
+  return s;
+}

@@ -1,0 +1,329 @@
+/* Relations: which key j each query i may attend to. Built and validated once (sizes, offsets,
+ * sortedness), then read by every attention node that uses them. Index arrays are copied. */
+#include "relation.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REL_MAX INT32_MAX /* sizes and indices must fit the int32 key indices the kernels use */
+
+static tg_status rel_error(tg_runtime *rt, tg_status s, const char *fn, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static tg_status rel_error(tg_runtime *rt, tg_status s, const char *fn, const char *fmt, ...) {
+  char tmp[TGI_MSG_CAP];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  tgi_set_last_error("%s: %s", fn, tmp);
+  if (rt) tgi_rt_error(rt, s, "%s: %s", fn, tmp);
+  return s;
+}
+
+/* Common checks of every builder; on success *out is set to NULL and a zeroed relation returned. */
+static tg_status rel_begin(tg_runtime *rt, const char *fn, tg_relation **out) {
+  if (!rt) return rel_error(NULL, TG_ERR_INVALID_ARGUMENT, fn, "argument 'rt' is NULL; expected a runtime");
+  if (!out)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'out' is NULL; expected a tg_relation** to receive the handle");
+  *out = NULL;
+  return TG_OK;
+}
+
+static tg_status check_size(tg_runtime *rt, const char *fn, const char *arg, int64_t n) {
+  if (n < 1 || n > REL_MAX)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s' is %lld; expected 1 <= %s <= %d", arg, (long long)n,
+                     arg, REL_MAX);
+  return TG_OK;
+}
+
+static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
+  tg_relation *r = calloc(1, sizeof *r);
+  if (r) tgi_rel_init_simple(r, rt, kind, nq, nk);
+  return r;
+}
+
+/* Allowed keys of query i under bottom-right causal alignment: j <= i + nk - nq. */
+static int64_t causal_row(int64_t i, int64_t nq, int64_t nk) {
+  int64_t c = i + nk - nq + 1;
+  return c < 0 ? 0 : c > nk ? nk : c;
+}
+
+void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
+  memset(r, 0, sizeof *r);
+  r->rt = rt;
+  r->kind = kind;
+  r->nq = nq;
+  r->nk = nk;
+  if (kind == TG_REL_CAUSAL)
+    for (int64_t i = 0; i < nq; i++) r->allowed += causal_row(i, nq, nk);
+  else
+    r->allowed = nq * nk;
+}
+
+static tg_status simple(tg_runtime *rt, const char *fn, tg_relation_kind kind, int64_t nq, int64_t nk,
+                        tg_relation **out) {
+  tg_status s = rel_begin(rt, fn, out);
+  if (!s) s = check_size(rt, fn, "nq", nq);
+  if (!s) s = check_size(rt, fn, "nk", nk);
+  if (s) return s;
+  if (!(*out = rel_new(rt, kind, nq, nk))) return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
+  return TG_OK;
+}
+
+tg_status tg_relation_dense(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out) {
+  return simple(rt, "tg_relation_dense", TG_REL_DENSE, nq, nk, out);
+}
+
+tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out) {
+  return simple(rt, "tg_relation_causal", TG_REL_CAUSAL, nq, nk, out);
+}
+
+tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
+                           tg_relation **out) {
+  const char *fn = "tg_relation_mask";
+  tg_status s = rel_begin(rt, fn, out);
+  if (!s) s = check_size(rt, fn, "nq", nq);
+  if (!s) s = check_size(rt, fn, "nk", nk);
+  if (s) return s;
+  if (batch < 0 || batch > INT64_MAX / (nq * nk))
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                     "argument 'batch' is %lld; expected 0 (one [nq, nk] mask shared by every batch entry) or a "
+                     "batch count >= 1",
+                     (long long)batch);
+  if (!mask)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'mask' is NULL; expected %lld bytes ([%s%lld, %lld])",
+                     (long long)((batch ? batch : 1) * nq * nk), batch ? "batch, " : "", (long long)nq, (long long)nk);
+  int64_t n = (batch ? batch : 1) * nq * nk;
+  tg_relation *r = rel_new(rt, TG_REL_MASK, nq, nk);
+  uint8_t *m = malloc((size_t)n);
+  if (!r || !m) {
+    free(r), free(m);
+    return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld mask bytes)", (long long)n);
+  }
+  r->allowed = 0;
+  for (int64_t i = 0; i < n; i++) r->allowed += (m[i] = mask[i] != 0);
+  r->mask = m;
+  r->mask_batch = batch;
+  *out = r;
+  return TG_OK;
+}
+
+/* cu must start at 0 and strictly increase; returns the total (cu[n]) or -1 with the error set. */
+static int64_t check_offsets(tg_runtime *rt, const char *fn, const char *arg, const int32_t *cu, int n,
+                             int32_t *max_len, tg_status *st) {
+  if (cu[0] != 0) {
+    *st = rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s' has %s[0] = %d; expected 0", arg, arg, cu[0]);
+    return -1;
+  }
+  *max_len = 0;
+  for (int s = 0; s < n; s++) {
+    if (cu[s + 1] <= cu[s]) {
+      *st = rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                      "argument '%s' has %s[%d] = %d after %s[%d] = %d; expected strictly increasing offsets "
+                      "(sequence %d would have length %lld; every length must be >= 1)",
+                      arg, arg, s + 1, cu[s + 1], arg, s, cu[s], s, (long long)cu[s + 1] - cu[s]);
+      return -1;
+    }
+    if (cu[s + 1] - cu[s] > *max_len) *max_len = cu[s + 1] - cu[s];
+  }
+  return cu[n];
+}
+
+tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
+                             int causal, tg_relation **out) {
+  const char *fn = "tg_relation_varlen";
+  tg_status s = rel_begin(rt, fn, out);
+  if (s) return s;
+  if (n_seqs < 1) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'n_seqs' is %d; expected >= 1", n_seqs);
+  if (!cu_seqlens_q)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'cu_seqlens_q' is NULL; expected n_seqs + 1 = %d offsets",
+                     n_seqs + 1);
+  const int32_t *cu_k = cu_seqlens_k ? cu_seqlens_k : cu_seqlens_q;
+  int32_t max_q, max_k;
+  int64_t nq = check_offsets(rt, fn, "cu_seqlens_q", cu_seqlens_q, n_seqs, &max_q, &s);
+  if (nq < 0) return s;
+  int64_t nk = check_offsets(rt, fn, cu_seqlens_k ? "cu_seqlens_k" : "cu_seqlens_q", cu_k, n_seqs, &max_k, &s);
+  if (nk < 0) return s;
+  tg_relation *r = rel_new(rt, TG_REL_VARLEN, nq, nk);
+  size_t bytes = (size_t)(n_seqs + 1) * sizeof(int32_t);
+  int32_t *q = malloc(bytes), *k = malloc(bytes);
+  if (!r || !q || !k) {
+    free(r), free(q), free(k);
+    return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
+  }
+  memcpy(q, cu_seqlens_q, bytes);
+  memcpy(k, cu_k, bytes);
+  r->cu_q = q;
+  r->cu_k = k;
+  r->n_seqs = n_seqs;
+  r->causal = causal != 0;
+  r->max_q = max_q;
+  r->max_k = max_k;
+  r->allowed = 0;
+  for (int i = 0; i < n_seqs; i++) {
+    int64_t lq = q[i + 1] - q[i], lk = k[i + 1] - k[i];
+    if (!r->causal) r->allowed += lq * lk;
+    for (int64_t a = 0; r->causal && a < lq; a++) r->allowed += causal_row(a, lq, lk);
+  }
+  *out = r;
+  return TG_OK;
+}
+
+tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, const int32_t *col_idx,
+                          tg_relation **out) {
+  const char *fn = "tg_relation_csr";
+  tg_status s = rel_begin(rt, fn, out);
+  if (!s) s = check_size(rt, fn, "nq", nq);
+  if (!s) s = check_size(rt, fn, "nk", nk);
+  if (s) return s;
+  if (!row_ptr)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'row_ptr' is NULL; expected nq + 1 = %lld offsets",
+                     (long long)nq + 1);
+  if (row_ptr[0] != 0)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'row_ptr' has row_ptr[0] = %lld; expected 0",
+                     (long long)row_ptr[0]);
+  for (int64_t i = 0; i < nq; i++)
+    if (row_ptr[i + 1] < row_ptr[i])
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "argument 'row_ptr' has row_ptr[%lld] = %lld after row_ptr[%lld] = %lld; expected non-decreasing "
+                       "offsets",
+                       (long long)i + 1, (long long)row_ptr[i + 1], (long long)i, (long long)row_ptr[i]);
+  int64_t nnz = row_ptr[nq];
+  if (nnz > nq * nk)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                     "argument 'row_ptr' ends at nnz = %lld; expected at most nq * nk = %lld (columns are unique per row)",
+                     (long long)nnz, (long long)(nq * nk));
+  if (nnz > 0 && !col_idx)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'col_idx' is NULL; expected nnz = %lld column indices",
+                     (long long)nnz);
+  for (int64_t i = 0; i < nq; i++)
+    for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
+      if (col_idx[e] < 0 || col_idx[e] >= nk)
+        return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                         "argument 'col_idx' has col_idx[%lld] = %d (row %lld); expected a key index in [0, %lld)",
+                         (long long)e, col_idx[e], (long long)i, (long long)nk);
+      if (e > row_ptr[i] && col_idx[e] <= col_idx[e - 1])
+        return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                         "argument 'col_idx' has col_idx[%lld] = %d after col_idx[%lld] = %d in row %lld; expected "
+                         "strictly increasing columns per row (sorted, no duplicates)",
+                         (long long)e, col_idx[e], (long long)e - 1, col_idx[e - 1], (long long)i);
+    }
+  tg_relation *r = rel_new(rt, TG_REL_CSR, nq, nk);
+  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  if (!r || !rp || !ci) {
+    free(r), free(rp), free(ci);
+    return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld column indices)", (long long)nnz);
+  }
+  memcpy(rp, row_ptr, (size_t)(nq + 1) * sizeof *rp);
+  if (nnz) memcpy(ci, col_idx, (size_t)nnz * sizeof *ci);
+  r->row_ptr = rp;
+  r->col_idx = ci;
+  r->nnz = r->allowed = nnz;
+  *out = r;
+  return TG_OK;
+}
+
+tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, tg_relation **out) {
+  const char *fn = "tg_relation_concat";
+  tg_status s = rel_begin(rt, fn, out);
+  if (s) return s;
+  if (n < 1) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'n' is %d; expected >= 1 parts", n);
+  if (!parts) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'parts' is NULL; expected %d relations", n);
+  int64_t nq = 0, nk = 0, nnz = 0;
+  for (int p = 0; p < n; p++) {
+    const tg_relation *r = parts[p];
+    if (!r) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'parts' has parts[%d] = NULL; expected a relation", p);
+    if (r->rt != rt)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "argument 'parts' has parts[%d] built on another runtime; expected relations of runtime 'rt'", p);
+    if (r->kind == TG_REL_MASK && r->mask_batch > 1)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "argument 'parts' has parts[%d], a per-batch mask (batch %lld); expected relations that are the "
+                       "same for every batch entry (a shared mask has batch 0)",
+                       p, (long long)r->mask_batch);
+    nq += r->nq, nk += r->nk, nnz += r->allowed;
+  }
+  if (nq > REL_MAX || nk > REL_MAX)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "the parts add up to nq = %lld, nk = %lld; expected at most %d each",
+                     (long long)nq, (long long)nk, REL_MAX);
+  tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);
+  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  if (!r || !rp || !ci) {
+    free(r), free(rp), free(ci);
+    return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld allowed pairs)", (long long)nnz);
+  }
+  /* part p's rows follow the earlier parts' rows, its key indices are shifted by their keys */
+  int64_t row = 0, e = 0, koff = 0;
+  rp[0] = 0;
+  for (int p = 0; p < n; p++) {
+    host_attn_rel v;
+    tgi_rel_host_view(parts[p], &v);
+    for (int64_t i = 0; i < parts[p]->nq; i++, row++) {
+      int64_t c = host_rel_row(&v, 0, i, ci + e);
+      for (int64_t x = 0; x < c; x++) ci[e + x] += (int32_t)koff;
+      e += c;
+      rp[row + 1] = e;
+    }
+    koff += parts[p]->nk;
+  }
+  r->row_ptr = rp;
+  r->col_idx = ci;
+  r->nnz = r->allowed = nnz;
+  r->n_parts = n;
+  *out = r;
+  return TG_OK;
+}
+
+void tg_relation_destroy(tg_relation *r) {
+  if (!r) return;
+  free(r->mask);
+  free(r->cu_q);
+  free(r->cu_k);
+  free(r->row_ptr);
+  free(r->col_idx);
+  free(r);
+}
+
+tg_status tg_relation_info(const tg_relation *r, tg_relation_kind *kind, int64_t *nq, int64_t *nk,
+                           int64_t *allowed_pairs) {
+  if (!r) {
+    tgi_set_last_error("tg_relation_info: argument 'rel' is NULL; expected a relation");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (kind) *kind = r->kind;
+  if (nq) *nq = r->nq;
+  if (nk) *nk = r->nk;
+  if (allowed_pairs) *allowed_pairs = r->allowed;
+  return TG_OK;
+}
+
+void tgi_rel_host_view(const tg_relation *r, host_attn_rel *v) {
+  static const host_rel_kind map[] = {HOST_REL_DENSE, HOST_REL_CAUSAL, HOST_REL_MASK,
+                                      HOST_REL_VARLEN, HOST_REL_CSR, HOST_REL_CSR};
+  memset(v, 0, sizeof *v);
+  v->kind = map[r->kind];
+  v->nq = r->nq;
+  v->nk = r->nk;
+  v->mask = r->mask;
+  v->mask_batch = r->mask_batch;
+  v->cu_q = r->cu_q;
+  v->cu_k = r->cu_k;
+  v->n_seqs = r->n_seqs;
+  v->causal = r->causal;
+  v->row_ptr = r->row_ptr;
+  v->col_idx = r->col_idx;
+}
+
+const char *tgi_rel_kind_name(tg_relation_kind k) {
+  static const char *names[] = {"dense", "causal", "mask", "varlen", "csr", "concat"};
+  return (unsigned)k < 6 ? names[k] : "unknown";
+}
+
+void tgi_rel_dense_mask(const tg_relation *r, uint8_t *dst) {
+  memset(dst, 0, (size_t)(r->nq * r->nk));
+  for (int64_t i = 0; i < r->nq; i++)
+    for (int64_t e = r->row_ptr[i]; e < r->row_ptr[i + 1]; e++) dst[i * r->nk + r->col_idx[e]] = 1;
+}
