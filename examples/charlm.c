@@ -153,8 +153,6 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
   m->rt = rt;
   if (tg_tape_create(rt, &m->tape)) return fail(err, "tg_tape_create: %s", tg_last_error());
   if (tg_tape_set_provider(m->tape, cfg->provider, NULL)) return tape_fail(m, err, "tg_tape_set_provider");
-  if (tg_relation_causal(rt, cfg->context, cfg->context, &m->causal))
-    return fail(err, "tg_relation_causal: %s", tg_runtime_error(rt));
   m->blocks = calloc((size_t)cfg->layers, sizeof *m->blocks);
   if (!m->blocks) return fail(err, "out of memory");
 
@@ -193,8 +191,7 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
 }
 
 void charlm_model_free(charlm_model *m) {
-  tg_tape_destroy(m->tape); /* before the relation its nodes may use */
-  tg_relation_destroy(m->causal);
+  tg_tape_destroy(m->tape);
   free(m->blocks);
   memset(m, 0, sizeof *m);
 }
@@ -229,8 +226,7 @@ tg_id charlm_logits(charlm_model *m, tg_id x, int64_t B, int64_t T, int train) {
 
   tg_mha_options mo = {0};
   mo.heads_q = c->heads;
-  mo.causal = 1;
-  mo.rel = T == c->context ? m->causal : NULL;
+  mo.causal = 1; /* a causal relation is plain data inside the node: nothing to build per step */
   mo.attention_provider = c->attention;
   for (int l = 0; l < c->layers; l++) {
     const charlm_block *b = &m->blocks[l];

@@ -71,7 +71,6 @@ typedef struct charlm_model {
   charlm_config cfg;
   tg_runtime *rt;       /* borrowed */
   tg_tape *tape;        /* owned */
-  tg_relation *causal;  /* [context, context] causal relation for full-length windows */
   tg_id wte, wpe, lnf_w, lnf_b;
   charlm_block *blocks;
   int64_t n_params;     /* number of scalars */
