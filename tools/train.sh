@@ -20,14 +20,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# With a working GPU build the CUDA provider (when nvcc is there); without one, skip compiling it:
+# the run would use the host provider anyway. TIGA_CUDA=AUTO|ON|OFF overrides.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "== GPU: $(nvidia-smi -L | head -n 1)"
+  cuda="${TIGA_CUDA:-AUTO}"
 else
-  echo "== no working GPU found (nvidia-smi): the example will run on the host provider"
+  echo "== no working GPU (nvidia-smi): building host-only; the example runs on the host provider"
+  cuda="${TIGA_CUDA:-OFF}"
 fi
 
-echo "== build (build/, Release)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTIGA_CUDA="${TIGA_CUDA:-AUTO}" ${TIGA_CMAKE_ARGS:-} | grep -E "^-- tiga" || true
+echo "== build (build/, Release, TIGA_CUDA=$cuda)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTIGA_CUDA="$cuda" ${TIGA_CMAKE_ARGS:-} | grep -E "^-- tiga" || true
 cmake --build build -j"$(nproc)" --target train_charlm
 
 echo "== build/examples/train_charlm $*"
