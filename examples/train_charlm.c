@@ -503,6 +503,10 @@ int main(int argc, char **argv) {
   if (*o.s[F_SAVE]) printf("checkpoint: %s (+ .meta)\n", o.s[F_SAVE]);
 
   int n = (int)o.i[F_SAMPLE];
+  if (!n) {
+    rc = 0;
+    goto done;
+  }
   text = malloc((size_t)n + 1);
   int32_t prompt = data.stoi['\n'] >= 0 ? data.stoi['\n'] : 0;
   charlm_rng srng;
