@@ -7,11 +7,6 @@
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/elementwise.h"
 #include <string.h>
-/* Defined in cuda/elementwise.cu next to cuda_sum_backward (its prototype belongs in
- * cuda/elementwise.h): gx (+)= alpha * gy, gy a device scalar or, when gy_dev is NULL, the host
- * value gy_host; add = 0 overwrites gx without reading it. */
-tg_status cuda_sum_backward_ex(tgc_stream s, tg_dtype dt, const void *gy_dev, double gy_host, int64_t n, double alpha,
-                               int add, void *gx);
 
 /* One element of a CUDA float dtype on the host, as a double. */
 static double host_scalar(tg_dtype dt, const void *p) {
