@@ -1,11 +1,14 @@
 /* bench_linear: tg_linear forward + backward on the CUDA provider for transformer shapes.
  *
- * One step = y = linear(x, W, b); loss = sum(y); backward; tg_tape_reset. x, W and b are
- * parameters (x as a parameter so that no host-to-device copy of x happens per step; it requires
- * grad like an activation would). Gradients accumulate across steps (beta = 1 in the GEMMs, as
- * in a step without zero_grad). Timing: tg_runtime_sync + clock_gettime around `iters` steps
- * after warm-up, median over `repeats`; tg_tape_reset waits for the device, so every step ends
- * with a sync.
+ * One step = y = linear(x, W, b); loss = sum(y); backward; tg_tape_zero_grad; tg_tape_reset. x, W
+ * and b are parameters (x as a parameter so that no host-to-device copy of x happens per step; it
+ * requires grad like an activation would). zero_grad each step is what PyTorch's
+ * zero_grad(set_to_none=True) does in linear_torch.py: every gradient is new in the next backward,
+ * so the GEMMs overwrite it (beta = 0). --accumulate skips zero_grad: gradients add up across steps
+ * (beta = 1), as with gradient accumulation (linear_torch.py --accumulate keeps .grad likewise).
+ * Timing: tg_runtime_sync + clock_gettime around `iters` steps after warm-up, median over `repeats`.
+ * Nothing in a step waits for the device (reset does not sync, the loss seed is not copied), so the
+ * host runs ahead and launch overhead hides behind the GEMMs, as in PyTorch.
  *   ms       median milliseconds per step
  *   tflops   6 * rows * in * out / step time (forward 2, backward 4 flop per multiply-add)
  *   loss_ms  the same step with the linear taken out (sum over a [rows, out] parameter, its
@@ -13,7 +16,9 @@
  *   tflops_net  6 * rows * in * out / (ms - loss_ms)
  * Output, one line per case:
  *   linear dtype=bf16 rows=16384 in=768 out=3072 ms=.. tflops=.. loss_ms=.. tflops_net=.. impl=tiga
- * Usage: bench_linear [--dtype f32|bf16|f16|all] [--rows N] [--iters N] [--repeats N] */
+ * Usage: bench_linear [--dtype f32|bf16|f16|all] [--rows N] [--iters N] [--repeats N] [--accumulate]
+ * A/B switches (environment): TIGA_LINEAR_LT=0 (cublasGemmEx + bias kernels instead of cuBLASLt),
+ * TIGA_LINEAR_BGRAD=0 (bias gradient by the column-sum kernel instead of the Lt epilogue). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,12 +88,15 @@ static tg_id param(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, doub
   return id;
 }
 
+static int g_accumulate; /* --accumulate: no zero_grad between steps */
+
 /* One training-style step; w == TG_NO_ID gives the baseline (sum of x only). */
 static void step(tg_tape *t, tg_id x, tg_id w, tg_id b) {
   tg_id y = w == TG_NO_ID ? x : tg_linear(t, x, w, b);
   tg_id loss = tg_sum(t, y);
   if (tg_tape_status(t)) die("forward", tg_tape_error(t));
   if (tg_tape_backward(t, loss)) die("tg_tape_backward", tg_tape_error(t));
+  if (!g_accumulate && tg_tape_zero_grad(t)) die("tg_tape_zero_grad", tg_tape_error(t));
   if (tg_tape_reset(t)) die("tg_tape_reset", tg_tape_error(t));
 }
 
@@ -149,8 +157,11 @@ int main(int argc, char **argv) {
       iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
       repeats = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--accumulate"))
+      g_accumulate = 1;
     else {
-      fprintf(stderr, "usage: %s [--dtype f32|bf16|f16|all] [--rows N] [--iters N] [--repeats N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dtype f32|bf16|f16|all] [--rows N] [--iters N] [--repeats N] [--accumulate]\n",
+              argv[0]);
       return 2;
     }
   }

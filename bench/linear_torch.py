@@ -21,11 +21,15 @@ SHAPES = [(768, 3072), (3072, 768), (384, 1152), (1024, 4096)]
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 
 
+ACCUMULATE = False
+
+
 def time_steps(step, leaves, iters, repeats):
     for _ in range(3):
         step()
         for t in leaves:
-            t.grad = None
+            if not ACCUMULATE:
+                t.grad = None
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -34,7 +38,8 @@ def time_steps(step, leaves, iters, repeats):
         for _ in range(iters):
             step()
             for t in leaves:
-                t.grad = None
+                if not ACCUMULATE:
+                    t.grad = None
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end) / iters)
@@ -70,7 +75,10 @@ def main():
     p.add_argument("--rows", type=int, default=16384)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--accumulate", action="store_true", help="keep .grad between steps (gradients add up)")
     a = p.parse_args()
+    global ACCUMULATE
+    ACCUMULATE = a.accumulate
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     names = ["f32", "bf16"] if a.dtype == "all" else [a.dtype]

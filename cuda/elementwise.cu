@@ -189,11 +189,39 @@ extern "C" tg_status cuda_unary_backward(tgc_stream s, tg_dtype dt, host_unary_o
 }
 
 // ---------------------------------------------------------------- sum
+// Sum: each thread adds 16-byte vectors (8 bf16/f16 or 4 f32) two at a time, so enough loads are in
+// flight to keep HBM busy; per-block partials in f32, then one block adds them in a fixed order
+// (deterministic). A misaligned start falls back to scalar loads.
+template <typename T> struct alignas(16) pack16 {
+  static constexpr int n = 16 / (int)sizeof(T);
+  T e[16 / sizeof(T)];
+};
+
+template <typename T> __device__ __forceinline__ float pack_sum(uint4 u) {
+  pack16<T> v;
+  memcpy(&v, &u, 16);
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < pack16<T>::n; k++) s += tgc_to_f(v.e[k]);
+  return s;
+}
+
 template <typename T> __global__ void k_sum_partial(const T *__restrict__ x, long long n, float *__restrict__ part) {
   __shared__ float sh[32];
-  float s = 0.f;
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    s += tgc_to_f(x[i]);
+  constexpr int V = pack16<T>::n;
+  long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+  long long nv = ((uintptr_t)x % 16 == 0) ? n / V : 0; // whole vectors
+  const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+  float s0 = 0.f, s1 = 0.f;
+  long long i = tid;
+  for (; i + stride < nv; i += 2 * stride) {
+    uint4 a = __ldg(xv + i), b = __ldg(xv + i + stride);
+    s0 += pack_sum<T>(a);
+    s1 += pack_sum<T>(b);
+  }
+  if (i < nv) s0 += pack_sum<T>(__ldg(xv + i));
+  for (long long k = nv * V + tid; k < n; k += stride) s1 += tgc_to_f(x[k]); // tail (or everything)
+  float s = s0 + s1;
   for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
   __syncthreads();
@@ -220,7 +248,8 @@ template <typename T> __global__ void k_sum_final(const float *__restrict__ part
 }
 
 template <typename T> static tg_status sum_fwd(cudaStream_t s, const void *x, long long n, double alpha, void *y) {
-  int blocks = (int)tgc_blocks(n, 256, 1024);
+  // 1024 blocks of 256 threads fill an H100/H200 (8 blocks on each of 132 SMs); fewer for small n
+  int blocks = (int)tgc_blocks((n + pack16<T>::n - 1) / pack16<T>::n, 256, 1024);
   float *part = nullptr;
   TGC_CUDA(cudaMallocAsync((void **)&part, blocks * sizeof(float), s));
   k_sum_partial<T><<<blocks, 256, 0, s>>>((const T *)x, n, part);
@@ -234,14 +263,44 @@ template <typename T> static tg_status sum_fwd(cudaStream_t s, const void *x, lo
   return TG_OK;
 }
 
-template <typename T> __global__ void k_sum_bwd(const T *gy, long long n, float alpha, T *__restrict__ gx) {
-  float g = alpha * tgc_to_f(gy[0]);
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    gx[i] = tgc_from_f<T>(tgc_to_f(gx[i]) + g);
+// Backward of sum: gx[i] (+)= g with g = alpha * (gy_dev ? *gy_dev : gy_host). Overwriting (add = 0)
+// only writes, 16 bytes per store; gx comes from the arena or cudaMalloc, so it is 16-byte aligned
+// in practice, and a misaligned one takes the scalar loop.
+template <typename T>
+__global__ void k_sum_bwd(const T *gy_dev, float gy_host, float alpha, long long n, int add, T *__restrict__ gx) {
+  constexpr int V = pack16<T>::n;
+  float g = alpha * (gy_dev ? tgc_to_f(gy_dev[0]) : gy_host);
+  long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+  long long nv = ((uintptr_t)gx % 16 == 0) ? n / V : 0;
+  uint4 *xv = reinterpret_cast<uint4 *>(gx);
+  T gt = tgc_from_f<T>(g);
+  pack16<T> c;
+#pragma unroll
+  for (int k = 0; k < V; k++) c.e[k] = gt;
+  uint4 cu;
+  memcpy(&cu, &c, 16);
+  for (long long i = tid; i < nv; i += stride) {
+    if (add) {
+      uint4 u = xv[i];
+      pack16<T> v;
+      memcpy(&v, &u, 16);
+#pragma unroll
+      for (int k = 0; k < V; k++) v.e[k] = tgc_from_f<T>(tgc_to_f(v.e[k]) + g);
+      memcpy(&u, &v, 16);
+      xv[i] = u;
+    } else {
+      xv[i] = cu;
+    }
+  }
+  for (long long i = nv * V + tid; i < n; i += stride)
+    gx[i] = add ? tgc_from_f<T>(tgc_to_f(gx[i]) + g) : gt;
 }
 
-template <typename T> static tg_status sum_bwd(cudaStream_t s, const void *gy, long long n, double alpha, void *gx) {
-  k_sum_bwd<T><<<tgc_blocks(n, 256), 256, 0, s>>>((const T *)gy, n, (float)alpha, (T *)gx);
+template <typename T>
+static tg_status sum_bwd(cudaStream_t s, const void *gy_dev, double gy_host, long long n, double alpha, int add,
+                         void *gx) {
+  k_sum_bwd<T><<<tgc_blocks((n + pack16<T>::n - 1) / pack16<T>::n, 256), 256, 0, s>>>(
+      (const T *)gy_dev, (float)gy_host, (float)alpha, n, add, (T *)gx);
   TGC_LAUNCHED("sum_bwd");
   return TG_OK;
 }
@@ -250,5 +309,11 @@ extern "C" tg_status cuda_sum_forward(tgc_stream s, tg_dtype dt, const void *x, 
   DISPATCH(dt, sum_fwd, s, x, n, alpha, y)
 }
 extern "C" tg_status cuda_sum_backward(tgc_stream s, tg_dtype dt, const void *gy, int64_t n, double alpha, void *gx) {
-  DISPATCH(dt, sum_bwd, s, gy, n, alpha, gx)
+  DISPATCH(dt, sum_bwd, s, gy, 0.0, n, alpha, 1, gx)
+}
+// gx (+)= alpha * gy where gy is a device scalar (gy_dev) or, when gy_dev is NULL, the host value gy_host
+// (no copy, no sync); add = 0 overwrites gx without reading it. (Declared in ops/reduce.c.)
+extern "C" tg_status cuda_sum_backward_ex(tgc_stream s, tg_dtype dt, const void *gy_dev, double gy_host, int64_t n,
+                                          double alpha, int add, void *gx) {
+  DISPATCH(dt, sum_bwd, s, gy_dev, gy_host, n, alpha, add, gx)
 }

@@ -19,6 +19,10 @@ tg_status cuda_unary_backward(tgc_stream s, tg_dtype dt, host_unary_op op, doubl
 /* *y = alpha * sum(x) (y is one element of dt); gx[i] += alpha * gy. */
 tg_status cuda_sum_forward(tgc_stream s, tg_dtype dt, const void *x, int64_t n, double alpha, void *y);
 tg_status cuda_sum_backward(tgc_stream s, tg_dtype dt, const void *gy, int64_t n, double alpha, void *gx);
+/* gx (+)= alpha * gy with gy a device scalar or, when gy_dev is NULL, the host value gy_host
+ * (no copy, no sync); add = 0 overwrites gx without reading it. */
+tg_status cuda_sum_backward_ex(tgc_stream s, tg_dtype dt, const void *gy_dev, double gy_host, int64_t n, double alpha,
+                               int add, void *gx);
 #ifdef __cplusplus
 }
 #endif

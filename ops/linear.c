@@ -1,9 +1,10 @@
 /* The projection family: tg_linear (y = x·W + b over the rows of x) and tg_matmul (batched
- * products, b shared or per batch). HOST runs host/linear.c, CUDA runs cuda/linear.cu (cuBLAS).
+ * products, b shared or per batch). HOST runs host/linear.c, CUDA runs cuda/linear.cu (cuBLAS/Lt).
  *   linear:  x [..., in] is read as [rows, in];   dx += dy·Wᵀ, dW += xᵀ·dy, db += column sums of dy.
  *   matmul:  a [..., M, K] · b [..., K, N];       da += dy·bᵀ, db += aᵀ·dy (summed over batches
  *            when b is 2-D and shared, which is a linear without bias over batch*M rows).
- * Nothing is saved: backward reads the inputs, which live until tg_tape_reset. */
+ * Nothing is saved: backward reads the inputs, which live until tg_tape_reset. On CUDA a gradient
+ * buffer that does not exist yet is overwritten (GEMM beta = 0) instead of zero-filled and added to. */
 #include "../host/linear.h"
 #include "../tape/internal.h"
 
@@ -21,6 +22,26 @@ static bool fail_oom_or_cuda(tg_tape *t, tg_status s, bool cuda, const char *wha
   if (cuda) return tgi_fail_cuda(t, s, what);
   return tgi_fail(t, s, "out of host memory in the %s product", what);
 }
+
+#ifdef TIGA_HAVE_CUDA
+static tgc_blas blas_of(tg_tape *t) {
+  tgc_blas h;
+  h.stream = TGI_STREAM(t);
+  h.cublas = TGI_CUBLAS(t);
+  h.lt = tgi_device_cublaslt(tgi_dev(t), &h.workspace, &h.workspace_bytes);
+  return h;
+}
+
+/* The device gradient buffer of v for an output that is written, not read: a buffer that does not
+ * exist yet is handed out un-zeroed and overwritten (add = 0). Callers fetch in the order the launcher
+ * writes, so a value passed as two arguments is overwritten once and then added to. */
+static tgc_grad grad_out(tg_tape *t, tgi_value *v) {
+  bool fresh = false;
+  tgc_grad g = {tgi_grad_d_fresh(t, v, &fresh), 0};
+  g.add = !fresh;
+  return g;
+}
+#endif
 
 /* ------------------------------------------------------------ linear */
 
@@ -42,10 +63,14 @@ static tg_status linear_backward(tg_tape *t, tgi_node *n) {
 #ifdef TIGA_HAVE_CUDA
     const void *gy = tgi_grad_d(t, y);
     const void *px = want_w ? tgi_read_d(t, x) : NULL, *pw = want_x ? tgi_read_d(t, w) : NULL;
-    void *gx = want_x ? tgi_grad_d(t, x) : NULL, *gw = want_w ? tgi_grad_d(t, w) : NULL;
-    void *gb = want_b ? tgi_grad_d(t, b) : NULL;
+    tgc_grad none = {NULL, 0};
+    tgc_grad gx = want_x ? grad_out(t, x) : none; /* written in this order: gx, gw, gb */
+    tgc_grad gw = want_w ? grad_out(t, w) : none;
+    tgc_grad gb = want_b ? grad_out(t, b) : none;
+    void *scratch = want_b ? tgi_scratch_d(t, cuda_linear_scratch_bytes(rows, out)) : NULL;
     if (t->status) return t->status;
-    s = cuda_linear_backward(TGI_STREAM(t), TGI_CUBLAS(t), dt, px, pw, gy, gx, gw, gb, rows, in, out);
+    tgc_blas h = blas_of(t);
+    s = cuda_linear_backward(&h, dt, px, pw, gy, gx, gw, gb, scratch, rows, in, out);
 #else
     return TG_ERR_INTERNAL;
 #endif
@@ -107,7 +132,8 @@ tg_id tg_linear(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id) {
     const void *px = tgi_read_d(t, x), *pw = tgi_read_d(t, w), *pb = b ? tgi_read_d(t, b) : NULL;
     void *py = tgi_write_d(t, y);
     if (t->status) return TG_NO_ID;
-    s = cuda_linear_forward(TGI_STREAM(t), TGI_CUBLAS(t), (tg_dtype)x->dtype, px, pw, pb, py, rows, in, out);
+    tgc_blas h = blas_of(t);
+    s = cuda_linear_forward(&h, (tg_dtype)x->dtype, px, pw, pb, py, rows, in, out);
 #else
     s = TG_ERR_INTERNAL;
 #endif
@@ -142,9 +168,12 @@ static tg_status matmul_backward(tg_tape *t, tgi_node *n) {
 #ifdef TIGA_HAVE_CUDA
     const void *gy = tgi_grad_d(t, y);
     const void *pa = want_b ? tgi_read_d(t, a) : NULL, *pb = want_a ? tgi_read_d(t, b) : NULL;
-    void *ga = want_a ? tgi_grad_d(t, a) : NULL, *gb = want_b ? tgi_grad_d(t, b) : NULL;
+    tgc_grad none = {NULL, 0};
+    tgc_grad ga = want_a ? grad_out(t, a) : none; /* written in this order: ga, gb */
+    tgc_grad gb = want_b ? grad_out(t, b) : none;
     if (t->status) return t->status;
-    s = cuda_matmul_backward(TGI_STREAM(t), TGI_CUBLAS(t), dt, pa, pb, gy, ga, gb, batch, M, K, N, shared);
+    tgc_blas h = blas_of(t);
+    s = cuda_matmul_backward(&h, dt, pa, pb, gy, ga, gb, batch, M, K, N, shared);
 #else
     return TG_ERR_INTERNAL;
 #endif
@@ -213,7 +242,8 @@ tg_id tg_matmul(tg_tape *t, tg_id a_id, tg_id b_id) {
     const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
     void *py = tgi_write_d(t, y);
     if (t->status) return TG_NO_ID;
-    s = cuda_matmul_forward(TGI_STREAM(t), TGI_CUBLAS(t), (tg_dtype)a->dtype, pa, pb, py, batch, M, K, N, shared);
+    tgc_blas h = blas_of(t);
+    s = cuda_matmul_forward(&h, (tg_dtype)a->dtype, pa, pb, py, batch, M, K, N, shared);
 #else
     s = TG_ERR_INTERNAL;
 #endif

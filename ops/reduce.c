@@ -2,8 +2,33 @@
 #include "../host/reduce.h"
 #include "../tape/internal.h"
 
+#include <math.h>
+
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/elementwise.h"
+#include <string.h>
+
+/* One element of a CUDA float dtype on the host, as a double. */
+static double host_scalar(tg_dtype dt, const void *p) {
+  uint16_t h;
+  uint32_t u;
+  float f;
+  switch (dt) {
+  case TG_F32: memcpy(&f, p, 4); return f;
+  case TG_BF16:
+    memcpy(&h, p, 2);
+    u = (uint32_t)h << 16;
+    memcpy(&f, &u, 4);
+    return f;
+  case TG_F16: {
+    memcpy(&h, p, 2);
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+  }
+  default: return 0;
+  }
+}
 #endif
 
 static tg_status sum_backward(tg_tape *t, tgi_node *n) {
@@ -17,10 +42,21 @@ static tg_status sum_backward(tg_tape *t, tgi_node *n) {
     return TG_OK;
   }
 #ifdef TIGA_HAVE_CUDA
-  const void *gy = tgi_grad_d(t, y);
-  void *gx = tgi_grad_d(t, x);
+  /* The loss seed lives on the host (tg_tape_backward writes it there): pass its value to the kernel
+   * instead of copying it to the device, which would wait for every queued kernel. */
+  tg_dtype dt = (tg_dtype)x->dtype;
+  const void *gy_dev = NULL;
+  double gy_host = 0;
+  if (y->grad.valid & TGI_ON_HOST) {
+    const void *gh = tgi_grad_h(t, y);
+    if (gh) gy_host = host_scalar(dt, gh);
+  } else {
+    gy_dev = tgi_grad_d(t, y);
+  }
+  bool fresh = false;
+  void *gx = tgi_grad_d_fresh(t, x, &fresh); /* fresh: write the constant, no zero-fill */
   if (t->status) return t->status;
-  tg_status s = cuda_sum_backward(TGI_STREAM(t), (tg_dtype)x->dtype, gy, x->numel, n->p.f[0], gx);
+  tg_status s = cuda_sum_backward_ex(TGI_STREAM(t), dt, gy_dev, gy_host, x->numel, n->p.f[0], !fresh, gx);
   if (s) tgi_fail_cuda(t, s, "backward");
   return s;
 #else

@@ -1,5 +1,6 @@
 /* linear and matmul: forward against naive triple loops in double written here, backward values
  * against the closed forms, gradcheck in f64, error paths, CUDA vs host. */
+#define _POSIX_C_SOURCE 200809L /* setenv: switch the CUDA fallbacks on in one test */
 #include <math.h>
 #include <stdlib.h>
 
@@ -502,4 +503,192 @@ Test(linear_cuda, errors) {
   TS_EXPECT_STICKY(t, TG_ERR_DTYPE, "provider cuda");
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
+}
+
+/* ---- CUDA gradient paths: a gradient buffer that does not exist yet is overwritten (GEMM beta = 0,
+ * the bias-gradient epilogue or an overwriting column sum), one that exists is added to (beta = 1).
+ * Graphs where a leaf feeds two nodes, a second backward (leaves accumulate) and zero_grad (leaves
+ * are overwritten again, their old values must not leak in) run on CUDA and on the host in f64. */
+
+enum { L_X, L_W, L_B, L_X2W2, L_B2, L_N };
+
+typedef struct {
+  int mode; /* 0: w, b in two nodes (x, x2); 1: x in two nodes (w, b and w2, b2); 2: linear(tanh(linear)) */
+  int x_grad, w_grad, b_grad;
+  int64_t rows, in, out; /* mode 2: in == out */
+} lin2_cfg;
+
+/* Reads a value or gradient of any float dtype as doubles (malloc'd). */
+static double *read_as_f64(tg_tape *t, tg_id id, int grad, int64_t n) {
+  tg_dtype dt;
+  cr_assert_eq(tg_tape_dtype(t, id, &dt), TG_OK);
+  size_t bytes = (size_t)n * tg_dtype_size(dt);
+  void *raw = malloc(bytes);
+  double *out = malloc((size_t)n * sizeof *out);
+  tg_status s = grad ? tg_tape_read_grad(t, id, raw, bytes) : tg_tape_read(t, id, raw, bytes);
+  cr_assert_eq(s, TG_OK, "%s", tg_tape_error(t));
+  for (int64_t i = 0; i < n; i++)
+    out[i] = dt == TG_F32    ? ((float *)raw)[i]
+             : dt == TG_F64  ? ((double *)raw)[i]
+             : dt == TG_BF16 ? ts_bf16_to_f32(((uint16_t *)raw)[i])
+                             : ts_f16_to_f32(((uint16_t *)raw)[i]);
+  free(raw);
+  return out;
+}
+
+typedef struct {
+  double *y, *g2[L_N], *g1[L_N]; /* y; leaf gradients after two backward passes, after zero_grad + one */
+} lin2_out;
+
+static void lin2_run(tg_runtime *rt, tg_provider prov, tg_dtype dt, const lin2_cfg *c, double *const *data,
+                     const int64_t *numel, lin2_out *o) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, prov, NULL);
+  int64_t xs[2] = {c->rows, c->in}, ws[2] = {c->in, c->out}, bs[1] = {c->out}, ys[2] = {c->rows, c->out};
+  const int64_t *shapes[L_N] = {xs, ws, bs, c->mode == 0 ? xs : ws, bs};
+  int ndims[L_N] = {2, 2, 1, 2, 1}, wants[L_N] = {c->x_grad, c->w_grad, c->b_grad, c->mode ? c->w_grad : c->x_grad,
+                                                  c->b_grad};
+  int used = c->mode == 0 ? 4 : c->mode == 1 ? 5 : 3;
+  tg_id id[L_N];
+  for (int i = 0; i < used; i++)
+    id[i] = input_as(t, dt, ndims[i], shapes[i], data[i], (size_t)numel[i], wants[i] ? TG_REQUIRES_GRAD : 0);
+  tg_id y;
+  if (c->mode == 0)
+    y = tg_add(t, tg_linear(t, id[L_X], id[L_W], id[L_B]), tg_linear(t, id[L_X2W2], id[L_W], id[L_B]));
+  else if (c->mode == 1)
+    y = tg_add(t, tg_linear(t, id[L_X], id[L_W], id[L_B]), tg_linear(t, id[L_X], id[L_X2W2], id[L_B2]));
+  else
+    y = tg_linear(t, tg_tanh(t, tg_linear(t, id[L_X], id[L_W], id[L_B])), id[L_W], id[L_B]);
+  int64_t ny = c->rows * c->out;
+  tg_id r = input_as(t, dt, 2, ys, data[L_N], (size_t)ny, 0);
+  tg_id loss = tg_sum(t, tg_mul(t, y, r));
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  o->y = read_as_f64(t, y, 0, ny);
+  for (int pass = 0; pass < 2; pass++) {
+    cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+    if (pass == 0) cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t)); /* leaves add up */
+    for (int i = 0; i < used; i++)
+      (pass ? o->g1 : o->g2)[i] = wants[i] ? read_as_f64(t, id[i], 1, numel[i]) : NULL;
+    if (pass == 0) cr_assert_eq(tg_tape_zero_grad(t), TG_OK);
+  }
+  tg_tape_destroy(t);
+}
+
+static void lin2_free(lin2_out *o) {
+  free(o->y);
+  for (int i = 0; i < L_N; i++) {
+    free(o->g1[i]);
+    free(o->g2[i]);
+  }
+}
+
+static void lin2_check(tg_runtime *crt, tg_runtime *hrt, const lin2_cfg *c, tg_dtype dt, double tol) {
+  int64_t numel[L_N + 1] = {c->rows * c->in, c->in * c->out, c->out, c->mode == 0 ? c->rows * c->in : c->in * c->out,
+                            c->out, c->rows * c->out};
+  double *data[L_N + 1];
+  for (int i = 0; i <= L_N; i++) {
+    data[i] = uniform_new((size_t)numel[i], 100 + (uint64_t)i);
+    if (i == L_W || i == L_X2W2) /* weights ~ 1/sqrt(in): tanh stays out of saturation */
+      for (int64_t k = 0; k < numel[i]; k++) data[i][k] /= sqrt((double)c->in);
+  }
+  lin2_out h = {0}, d = {0};
+  lin2_run(hrt, TG_PROVIDER_HOST, TG_F64, c, data, numel, &h);
+  lin2_run(crt, TG_PROVIDER_CUDA, dt, c, data, numel, &d);
+  double e = ts_rel_l2(d.y, h.y, (size_t)numel[L_N]);
+  cr_expect(e <= tol, "%s mode %d forward: rel L2 %.3g > %.3g", tg_dtype_name(dt), c->mode, e, tol);
+  for (int i = 0; i < L_N; i++) {
+    if (!h.g1[i]) continue;
+    double e2 = ts_rel_l2(d.g2[i], h.g2[i], (size_t)numel[i]), e1 = ts_rel_l2(d.g1[i], h.g1[i], (size_t)numel[i]);
+    cr_expect(e2 <= tol && e1 <= tol,
+              "%s mode %d (x %d w %d b %d, %lldx%lldx%lld) leaf %d: rel L2 %.3g after two passes, %.3g after "
+              "zero_grad (tol %.3g)",
+              tg_dtype_name(dt), c->mode, c->x_grad, c->w_grad, c->b_grad, (long long)c->rows, (long long)c->in,
+              (long long)c->out, i, e2, e1, tol);
+  }
+  lin2_free(&h);
+  lin2_free(&d);
+  for (int i = 0; i <= L_N; i++)
+    free(data[i]);
+}
+
+/* Every mode, aligned and odd sizes, and the leaf subsets that change which outputs the backward
+ * launcher writes (bias without weight gradient: the column sum overwrites; no x gradient). */
+static void lin2_all(tg_dtype dt, double tol) {
+  static const int flags[4][3] = {{1, 1, 1}, {0, 0, 1}, {0, 1, 1}, {1, 1, 0}};
+  static const int64_t sizes[2][3] = {{300, 64, 40}, {77, 53, 29}};
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  for (int mode = 0; mode < 3; mode++)
+    for (int s = 0; s < 2; s++)
+      for (int f = 0; f < 4; f++) {
+        lin2_cfg c = {mode, flags[f][0], flags[f][1], flags[f][2], sizes[s][0], sizes[s][1], sizes[s][2]};
+        if (mode == 2) c.in = c.out;
+        lin2_check(crt, hrt, &c, dt, tol);
+      }
+  tg_runtime_destroy(crt);
+  tg_runtime_destroy(hrt);
+}
+
+Test(linear_cuda, fresh_and_accumulated_gradients) {
+  lin2_all(TG_F32, 1e-5);
+  lin2_all(TG_BF16, 2e-2);
+  lin2_all(TG_F16, 2e-2);
+}
+
+/* The same with the bias gradient fused into the weight-gradient GEMM whenever cuBLASLt can (by
+ * default only large outputs take it), with cuBLASLt switched off (cublasGemmEx, bias broadcast,
+ * column sums), and with only the fusion switched off. */
+Test(linear_cuda, bias_gradient_epilogue) {
+  setenv("TIGA_LINEAR_BGRAD", "2", 1);
+  lin2_all(TG_F32, 1e-5);
+  lin2_all(TG_BF16, 2e-2);
+  lin2_all(TG_F16, 2e-2);
+  unsetenv("TIGA_LINEAR_BGRAD");
+}
+
+Test(linear_cuda, fallback_paths) {
+  setenv("TIGA_LINEAR_LT", "0", 1);
+  lin2_all(TG_F32, 1e-5);
+  lin2_all(TG_BF16, 2e-2);
+  unsetenv("TIGA_LINEAR_LT");
+  setenv("TIGA_LINEAR_BGRAD", "0", 1);
+  lin2_all(TG_BF16, 2e-2);
+  unsetenv("TIGA_LINEAR_BGRAD");
+}
+
+static tg_id cv_self(tg_tape *t, const tg_id *in, void *user) {
+  return user ? tg_matmul(t, in[0], in[0]) : tg_linear(t, in[0], in[0], TG_NO_ID);
+}
+
+/* One value as both operands: its gradient is overwritten by the first product and added to by the
+ * second. */
+Test(linear_cuda, same_value_as_both_operands) {
+  int64_t sq[2] = {37, 37}, bsq[4] = {2, 3, 37, 37};
+  double *a = uniform_new(6 * 37 * 37, 51);
+  tg_gradcheck_input lin = ts_gc_input(TG_F64, 2, sq, a), mm = ts_gc_input(TG_F64, 4, bsq, a);
+  ts_check_cuda_vs_host(cv_self, NULL, 1, &lin, TG_F32, TG_PROVIDER_CUDA, 1e-5);
+  ts_check_cuda_vs_host(cv_self, NULL, 1, &lin, TG_BF16, TG_PROVIDER_CUDA, 2e-2);
+  ts_check_cuda_vs_host(cv_self, &lin, 1, &mm, TG_F32, TG_PROVIDER_CUDA, 1e-5);
+  ts_check_cuda_vs_host(cv_self, &lin, 1, &mm, TG_BF16, TG_PROVIDER_CUDA, 2e-2);
+  free(a);
+}
+
+static tg_id cv_reduce(tg_tape *t, const tg_id *in, void *user) {
+  return user ? tg_mean(t, in[0]) : tg_sum(t, in[0]);
+}
+
+/* tg_sum / tg_mean on CUDA (16-byte loads and stores with a scalar tail): sizes with and without a
+ * tail; the check's loss puts the sum's incoming gradient on the device, lin2 above feeds it from the
+ * host seed. */
+Test(linear_cuda, sum_and_mean) {
+  int64_t odd[3] = {3, 37, 53}, even[2] = {64, 1000};
+  double *x = uniform_new(64 * 1000, 61);
+  tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 3, odd, x), ts_gc_input(TG_F64, 2, even, x)};
+  int mean = 1;
+  for (int k = 0; k < 2; k++) {
+    ts_check_cuda_vs_host(cv_reduce, NULL, 1, &in[k], TG_F32, TG_PROVIDER_CUDA, 1e-5);
+    ts_check_cuda_vs_host(cv_reduce, &mean, 1, &in[k], TG_F32, TG_PROVIDER_CUDA, 1e-5);
+    ts_check_cuda_vs_host(cv_reduce, NULL, 1, &in[k], TG_BF16, TG_PROVIDER_CUDA, 2e-2);
+    ts_check_cuda_vs_host(cv_reduce, &mean, 1, &in[k], TG_F16, TG_PROVIDER_CUDA, 2e-2);
+  }
+  free(x);
 }
