@@ -30,9 +30,9 @@ else
   cuda="${TIGA_CUDA:-OFF}"
 fi
 
-echo "== build (build/, Release, TIGA_CUDA=$cuda)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTIGA_CUDA="$cuda" ${TIGA_CMAKE_ARGS:-} | grep -E "^-- tiga" || true
-cmake --build build -j"$(nproc)" --target train_charlm
+echo "== build (build-release/, Release, TIGA_CUDA=$cuda)"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DTIGA_CUDA="$cuda" ${TIGA_CMAKE_ARGS:-} | grep -E "^-- tiga" || true
+cmake --build build-release -j"$(nproc)" --target train_charlm
 
-echo "== build/examples/train_charlm $*"
-exec ./build/examples/train_charlm "$@"
+echo "== build-release/examples/train_charlm $*"
+exec ./build-release/examples/train_charlm "$@"
