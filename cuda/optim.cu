@@ -73,6 +73,21 @@ template <typename T> __global__ void k_scale(T *__restrict__ g, long long n, fl
 }
 
 template <typename T>
+__global__ void k_clip_scale(T *__restrict__ g, long long n, const double *__restrict__ sumsq, double max_norm) {
+  double norm = sqrt(*sumsq), coef = max_norm / (norm + 1e-6);
+  if (!isfinite(norm) || !(coef < 1.0)) return;
+  float c = (float)coef;
+  GRID_STRIDE(i, n) g[i] = tgc_from_f<T>(tgc_to_f(g[i]) * c);
+}
+
+template <typename T>
+static tg_status clip_scale(cudaStream_t s, void *g, long long n, const double *sumsq, double max_norm) {
+  k_clip_scale<T><<<tgc_blocks(n, 256), 256, 0, s>>>((T *)g, n, sumsq, max_norm);
+  TGC_LAUNCHED("clip_scale");
+  return TG_OK;
+}
+
+template <typename T>
 static tg_status sgd(cudaStream_t s, void *p, const void *g, void *buf, long long n, double lr, double mom,
                      double damp, double wd, int nesterov, int first) {
   k_sgd<T><<<tgc_blocks(n, 256), 256, 0, s>>>((T *)p, (const T *)g, (T *)buf, n, (float)lr, (float)mom, (float)damp,
@@ -128,6 +143,11 @@ extern "C" tg_status cuda_adamw_step(tgc_stream s, tg_dtype dt, void *p, const v
 
 extern "C" tg_status cuda_sumsq(tgc_stream s, tg_dtype dt, const void *g, int64_t n, double *scratch, double *acc) {
   DISPATCH(dt, sumsq, s, g, n, scratch, acc)
+}
+
+extern "C" tg_status cuda_clip_scale(tgc_stream s, tg_dtype dt, void *g, int64_t n, const double *sumsq,
+                                     double max_norm) {
+  DISPATCH(dt, clip_scale, s, g, n, sumsq, max_norm)
 }
 
 extern "C" tg_status cuda_scale_inplace(tgc_stream s, tg_dtype dt, void *g, int64_t n, double f) {

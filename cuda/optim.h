@@ -17,6 +17,9 @@ tg_status cuda_adamw_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, 
 /* *acc += sum of g[i]^2 (acc: one device double). Deterministic: fixed-order partial sums in
  * double. scratch: CUDA_SUMSQ_SCRATCH device doubles. */
 tg_status cuda_sumsq(tgc_stream s, tg_dtype dt, const void *g, int64_t n, double *scratch, double *acc);
+/* Clipping without a host round trip: coef = max_norm / (sqrt(*sumsq) + 1e-6) read on the device;
+ * g[i] *= coef when coef < 1 and the norm is finite (PyTorch's clip_grad_norm_ rule). */
+tg_status cuda_clip_scale(tgc_stream s, tg_dtype dt, void *g, int64_t n, const double *sumsq, double max_norm);
 /* g[i] *= scale. */
 tg_status cuda_scale_inplace(tgc_stream s, tg_dtype dt, void *g, int64_t n, double scale);
 #ifdef __cplusplus

@@ -236,6 +236,14 @@ done:
  * max_norm / (total + 1e-6) < 1 every gradient is multiplied by it (PyTorch's clip_grad_norm_,
  * whose clamped coefficient is 1 otherwise). A non-finite total leaves the gradients as they are
  * (the caller sees it in *total_norm and can skip the step). */
+#ifdef TIGA_HAVE_CUDA
+static bool any_host(const item *it, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (it[k].side == TGI_ON_HOST) return true;
+  return false;
+}
+#endif
+
 tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
   const char *fn = "tg_clip_grad_norm";
   tg_status s = begin(t, fn, false, NULL);
@@ -275,6 +283,17 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
       if (it[k].side != TGI_ON_DEV) continue;
       s = cuda_sumsq(TGI_STREAM(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, acc + 1, acc);
       if (s) snprintf(msg, sizeof msg, "CUDA norm of parameter %zu failed: %s", it[k].index, tgc_error());
+    }
+    if (!s && !total_norm && host_sum == 0 && !any_host(it, n)) {
+      /* every gradient is on the device and nobody asked for the norm: decide and scale on
+       * the device, no host round trip (the training loop keeps running ahead of the GPU) */
+      for (size_t k = 0; k < n && !s; k++) {
+        s = cuda_clip_scale(TGI_STREAM(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, acc, max_norm);
+        if (s) snprintf(msg, sizeof msg, "CUDA clipping of parameter %zu failed: %s", it[k].index, tgc_error());
+      }
+      tgi_device_free(tgi_dev(t), acc);
+      if (s) s = tgi_error(t, s, "%s: %s", fn, msg);
+      goto done;
     }
     if (!s) s = tgi_device_d2h(tgi_dev(t), &dev_sum, acc, sizeof(double), msg);
     tgi_device_free(tgi_dev(t), acc);

@@ -387,6 +387,10 @@ Test(optim_cuda, matches_host_f32_odd_sizes) {
     cr_expect(ts_rel_l2(b + 2 * len, a + 2 * len, 2 * (size_t)len) < 1e-5, "clipped grads: rel err %g",
               ts_rel_l2(b + 2 * len, a + 2 * len, 2 * (size_t)len));
     cr_expect(fabs(na - nb) <= 1e-5 * na, "norm host %g cuda %g", na, nb);
+    /* norm not asked for: the clip is decided on the device, with no host round trip */
+    optim_run(dev, TG_PROVIDER_CUDA, which, len, b, NULL);
+    cr_expect(ts_rel_l2(b + 2 * len, a + 2 * len, 2 * (size_t)len) < 1e-5, "device-side clip: rel err %g",
+              ts_rel_l2(b + 2 * len, a + 2 * len, 2 * (size_t)len));
   }
   free(a);
   free(b);
