@@ -68,6 +68,8 @@ struct tgi_device {
   size_t cap, count;
   size_t current, peak;
   int64_t fail_after; // -1: off
+  cudaEvent_t h2d_done; // recorded after each asynchronous upload
+  bool h2d_pending;
 };
 
 static size_t slot_of(const tgi_device *d, const void *p) {
@@ -192,6 +194,13 @@ extern "C" tg_status tgi_device_open(int index, tgi_device **out, char *msg) {
       st = tgc_status_of(ce);
     }
   }
+  if (st == TG_OK) {
+    ce = cudaEventCreateWithFlags(&d->h2d_done, cudaEventDisableTiming);
+    if (ce != cudaSuccess) {
+      snprintf(msg, TGI_MSG_CAP, "cudaEventCreate: %s", cudaGetErrorString(ce));
+      st = tgc_status_of(ce);
+    }
+  }
   if (st == TG_OK && cublasSetWorkspace(d->cublas, d->lt_workspace, d->lt_workspace_bytes) != CUBLAS_STATUS_SUCCESS) {
     snprintf(msg, TGI_MSG_CAP, "cublasSetWorkspace failed");
     st = TG_ERR_DEVICE;
@@ -211,6 +220,7 @@ extern "C" void tgi_device_close(tgi_device *d) {
   for (size_t i = 0; i < d->cap; i++)
     if (d->keys[i]) cudaFreeAsync(d->keys[i], d->stream);
   if (d->stream) cudaStreamSynchronize(d->stream);
+  if (d->h2d_done) cudaEventDestroy(d->h2d_done);
   if (d->lt) cublasLtDestroy(d->lt);
   if (d->cublas) cublasDestroy(d->cublas);
   if (d->lt_workspace) cudaFree(d->lt_workspace);
@@ -260,6 +270,38 @@ extern "C" tg_status tgi_device_h2d(tgi_device *d, void *dst, const void *src, s
   DEV_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->stream), "copy host -> device");
   // the host buffer may be reused by the caller right after: wait for the copy
   DEV_TRY(cudaStreamSynchronize(d->stream), "copy host -> device");
+  return TG_OK;
+}
+
+extern "C" tg_status tgi_device_host_alloc(tgi_device *d, size_t bytes, void **out, char *msg) {
+  (void)d;
+  *out = NULL;
+  cudaError_t e = cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    *out = NULL;
+    snprintf(msg, TGI_MSG_CAP, "pinned host allocation of %zu bytes failed: %s", bytes, cudaGetErrorString(e));
+    return TG_ERR_OUT_OF_MEMORY;
+  }
+  return TG_OK;
+}
+
+extern "C" void tgi_device_host_free(tgi_device *d, void *p) {
+  (void)d;
+  if (p) cudaFreeHost(p);
+}
+
+extern "C" tg_status tgi_device_h2d_async(tgi_device *d, void *dst, const void *src, size_t bytes, char *msg) {
+  DEV_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->stream), "copy host -> device");
+  DEV_TRY(cudaEventRecord(d->h2d_done, d->stream), "cudaEventRecord");
+  d->h2d_pending = true;
+  return TG_OK;
+}
+
+extern "C" tg_status tgi_device_h2d_wait(tgi_device *d, char *msg) {
+  if (!d || !d->h2d_pending) return TG_OK;
+  DEV_TRY(cudaEventSynchronize(d->h2d_done), "waiting for uploads (a kernel before them failed)");
+  d->h2d_pending = false;
   return TG_OK;
 }
 

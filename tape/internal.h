@@ -53,6 +53,14 @@ void tgi_device_close(tgi_device *dev);
 tg_status tgi_device_alloc(tgi_device *dev, size_t bytes, void **out, char *msg);
 void tgi_device_free(tgi_device *dev, void *p);
 tg_status tgi_device_h2d(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
+/* Pinned host memory (for the host arena of device runtimes) so uploads of step values are truly
+ * asynchronous: tgi_device_h2d_async returns at once and records the device's upload event;
+ * tgi_device_h2d_wait blocks until every upload issued so far has landed (call it before the
+ * source memory is reused or rewritten). */
+tg_status tgi_device_host_alloc(tgi_device *dev, size_t bytes, void **out, char *msg);
+void tgi_device_host_free(tgi_device *dev, void *p);
+tg_status tgi_device_h2d_async(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
+tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg);
 tg_status tgi_device_d2h(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
 tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg);
 tg_status tgi_device_sync(tgi_device *dev, char *msg);

@@ -59,3 +59,17 @@ void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes) {
   return NULL;
 }
 const char *tgc_error(void) { return "tiga was built without CUDA"; }
+tg_status tgi_device_host_alloc(tgi_device *dev, size_t bytes, void **out, char *msg) {
+  (void)dev, (void)bytes;
+  *out = NULL;
+  return none(msg);
+}
+void tgi_device_host_free(tgi_device *dev, void *p) { (void)dev, (void)p; }
+tg_status tgi_device_h2d_async(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg) {
+  (void)dev, (void)dst, (void)src, (void)bytes;
+  return none(msg);
+}
+tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg) {
+  (void)dev, (void)msg;
+  return TG_OK;
+}

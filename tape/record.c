@@ -166,7 +166,10 @@ static void *make_current(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
     s = tgi_device_d2h(t->rt->dev, p, b->d, v->bytes, msg);
     t->pending_d2h++;
   } else if (side == TGI_ON_DEV && (b->valid & TGI_ON_HOST)) {
-    s = tgi_device_h2d(t->rt->dev, p, b->h, v->bytes, msg);
+    /* step values live in pinned arena memory: upload asynchronously (reset waits for it);
+     * parameters' host copies are ordinary memory: synchronous */
+    s = v->kind == TGI_PARAM ? tgi_device_h2d(t->rt->dev, p, b->h, v->bytes, msg)
+                             : tgi_device_h2d_async(t->rt->dev, p, b->h, v->bytes, msg);
     t->pending_h2d++;
   } else {
     return p; /* nothing valid anywhere: caller fills it */
@@ -207,6 +210,15 @@ void *tgi_write_d(tg_tape *t, tgi_value *v) {
 static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
   tgi_buf *b = &v->grad;
   if (fresh) *fresh = false;
+  if (side == TGI_ON_HOST && b->valid == (TGI_ON_HOST | TGI_ON_DEV) && v->kind != TGI_PARAM) {
+    /* the host copy is about to change and may still be uploading */
+    char msg[TGI_MSG_CAP];
+    tg_status s = tgi_device_h2d_wait(t->rt->dev, msg);
+    if (s) {
+      tgi_fail(t, s, "%s", msg);
+      return NULL;
+    }
+  }
   if (b->valid) {
     void *p = make_current(t, v, b, side);
     if (p) b->valid = (uint8_t)side; /* the caller accumulates into this side */

@@ -8,14 +8,21 @@
 
 /* ------------------------------------------------------------ memory callbacks */
 
+/* Host step memory: pinned on device runtimes (uploads then run asynchronously), plain otherwise. */
 static void *host_alloc(void *ctx, size_t bytes) {
-  (void)ctx;
+  tg_runtime *rt = ctx;
   size_t n = (bytes + 63) / 64 * 64;
-  return aligned_alloc(64, n);
+  if (!rt->dev) return aligned_alloc(64, n);
+  void *p = NULL;
+  char msg[TGI_MSG_CAP];
+  return tgi_device_host_alloc(rt->dev, n, &p, msg) == TG_OK ? p : NULL;
 }
 static void host_release(void *ctx, void *p) {
-  (void)ctx;
-  free(p);
+  tg_runtime *rt = ctx;
+  if (rt->dev)
+    tgi_device_host_free(rt->dev, p);
+  else
+    free(p);
 }
 static void *dev_alloc(void *ctx, size_t bytes) {
   tg_runtime *rt = ctx;
@@ -59,7 +66,7 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   t->rt = rt;
   static _Atomic unsigned next_tag = 1;
   t->tag = 1 + (next_tag++ % 2047u);
-  tgi_arena_init(&t->host_arena, 64, NULL, host_alloc, host_release);
+  tgi_arena_init(&t->host_arena, 64, rt, host_alloc, host_release);
   tgi_arena_init(&t->dev_arena, 256, rt, dev_alloc, dev_release);
   t->grad_enabled = true;
   t->provider = TG_PROVIDER_AUTO;
@@ -92,6 +99,10 @@ static void value_release(tg_tape *t, tgi_value *v) {
 
 void tg_tape_destroy(tg_tape *t) {
   if (!t) return;
+  if (t->rt->dev) {
+    char msg[TGI_MSG_CAP];
+    tgi_device_h2d_wait(t->rt->dev, msg);
+  }
   for (uint32_t i = 0; i < t->nvals; i++) value_release(t, tgi_slot(t, i));
   for (uint32_t s = 0; s < t->nvslabs; s++) free(t->vslabs[s]);
   free(t->vslabs);
@@ -184,8 +195,15 @@ const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(
 
 tg_status tg_tape_reset(tg_tape *t) {
   NEED_TAPE("tg_tape_reset");
-  /* No device sync: step memory is reused by later kernels on the same stream (stream order
-   * protects it) and host<->device copies are synchronous, so the host can run ahead. */
+  /* No full device sync: step memory on the device is reused by later kernels of the same
+   * stream (stream order protects it). Host step memory may still be the source of uploads in
+   * flight: wait for those (they were issued at the start of this step, so the host stays about
+   * one step ahead of the device). */
+  if (t->rt->dev) {
+    char msg[TGI_MSG_CAP];
+    tg_status s = tgi_device_h2d_wait(t->rt->dev, msg);
+    if (s) return tgi_error(t, s, "tg_tape_reset: %s", msg);
+  }
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
     if (v->kind == TGI_FREE || v->kind == TGI_PARAM) continue;
@@ -430,6 +448,11 @@ tg_status tg_tape_write(tg_tape *t, tg_id id, const void *src, size_t bytes) {
   if (bytes != v->bytes)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_write: argument 'src_bytes' is %zu; the value holds %zu bytes",
                      bytes, v->bytes);
+  if (t->rt->dev) { /* the old bytes may still be uploading */
+    char msg[TGI_MSG_CAP];
+    s = tgi_device_h2d_wait(t->rt->dev, msg);
+    if (s) return tgi_error(t, s, "tg_tape_write: %s", msg);
+  }
   tg_status before = t->status;
   void *dst = tgi_write_h(t, v);
   if (!dst) {
