@@ -24,7 +24,9 @@ static const char *fa_kind_name(int k) {
     return TG_ERR_UNSUPPORTED;                                                                              \
   } while (0)
 
-extern "C" tg_status cuda_attention_fused_supported(const tgc_attn_shape *sh) {
+// Shape / dtype / kind check; with_pointers also requires the device arrays a launch reads
+// (cuda_attention_fused_supported is called before they are staged, so it does not).
+static tg_status fa_check(const tgc_attn_shape *sh, bool with_pointers) {
   if (!sh) FA_FAIL("fused attention: shape is NULL");
   if (sh->dtype != TG_F32 && sh->dtype != TG_F16 && sh->dtype != TG_BF16)
     FA_FAIL("fused attention: dtype %d not supported (expected F32, F16 or BF16)", (int)sh->dtype);
@@ -45,13 +47,13 @@ extern "C" tg_status cuda_attention_fused_supported(const tgc_attn_shape *sh) {
   case TGC_ATTN_DENSE:
   case TGC_ATTN_CAUSAL: break;
   case TGC_ATTN_MASK:
-    if (!sh->mask_prep) FA_FAIL("fused attention: MASK needs mask_prep from cuda_attention_fused_mask_prepare");
+    if (with_pointers && !sh->mask_prep) FA_FAIL("fused attention: MASK needs mask_prep from cuda_attention_fused_mask_prepare");
     if (sh->mask_batch != 1 && sh->mask_batch != sh->B)
       FA_FAIL("fused attention: mask_batch=%lld; expected 1 or B=%lld", (long long)sh->mask_batch, (long long)sh->B);
     break;
   case TGC_ATTN_VARLEN:
     if (sh->B != 1) FA_FAIL("fused attention: VARLEN needs B == 1 (packed rows), got B=%lld", (long long)sh->B);
-    if (!sh->cu_q || !sh->cu_k) FA_FAIL("fused attention: VARLEN needs cu_q and cu_k");
+    if (with_pointers && (!sh->cu_q || !sh->cu_k)) FA_FAIL("fused attention: VARLEN needs cu_q and cu_k");
     if (sh->n_seqs < 0 || sh->n_seqs > 65535 || sh->max_q < 0 || sh->max_k < 0 || sh->max_q > sh->Nq || sh->max_k > sh->Nk)
       FA_FAIL("fused attention: VARLEN n_seqs=%d, max_q=%d, max_k=%d out of range", sh->n_seqs, sh->max_q, sh->max_k);
     break;
@@ -59,6 +61,8 @@ extern "C" tg_status cuda_attention_fused_supported(const tgc_attn_shape *sh) {
   }
   return TG_OK;
 }
+
+extern "C" tg_status cuda_attention_fused_supported(const tgc_attn_shape *sh) { return fa_check(sh, false); }
 
 // ------------------------------------------------------------------ mask preparation
 // prep = [mask_batch, Nq, W] u64 bit rows (W = ceil(Nk / 64)), then [mask_batch, ceil(Nq/64), W]
@@ -164,7 +168,7 @@ static bool fa_aligned(const void *a, const void *b, const void *c, const void *
 extern "C" tg_status cuda_attention_fused_forward(tgc_stream s, const tgc_attn_shape *sh, const void *q, const void *k,
                                                   const void *v, void *out, float *lse,
                                                   unsigned long long *tile_counters) {
-  tg_status stt = cuda_attention_fused_supported(sh);
+  tg_status stt = fa_check(sh, true);
   if (stt != TG_OK) return stt;
   FaParams p;
   fa_params(sh, p);
@@ -242,7 +246,7 @@ static tg_status fa_bwd_step(const FaParams &p, cudaStream_t st, bool pre, int64
 extern "C" tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_shape *sh, const void *q, const void *k,
                                                    const void *v, const void *out, const void *dout, const float *lse,
                                                    void *dq, void *dk, void *dv, void *workspace) {
-  tg_status stt = cuda_attention_fused_supported(sh);
+  tg_status stt = fa_check(sh, true);
   if (stt != TG_OK) return stt;
   FaParams p;
   fa_params(sh, p);
