@@ -688,6 +688,18 @@ Test(attention_cuda, fused_agrees_with_composed_low_precision) {
       size_t n[3] = {(size_t)(x->B * x->Nq * x->Hq * x->D), (size_t)(x->B * x->Nk * x->Hkv * x->D),
                      (size_t)(x->B * x->Nk * x->Hkv * x->Dv)};
       for (int g = 0; g < 3; g++) {
+        if (x->Nk == 1 && g < 2) {
+          /* one key per row: softmax is exactly 1, so dq = dk = 0 analytically and both providers
+           * return rounding noise; a relative error of noise is meaningless. Check instead that
+           * the noise is small next to dv (which carries the whole gradient). */
+          double nf = 0, nm = 0, nv = 0;
+          for (size_t k = 0; k < n[g]; k++) nf += f.g[g][k] * f.g[g][k], nm += m.g[g][k] * m.g[g][k];
+          for (size_t k = 0; k < n[2]; k++) nv += m.g[2][k] * m.g[2][k];
+          cr_expect(sqrt(nf) <= tols[i] * sqrt(nv) && sqrt(nm) <= tols[i] * sqrt(nv),
+                    "%s %s: grad %d should be ~0: |fused| %.3g |composed| %.3g |dv| %.3g", x->name,
+                    tg_dtype_name(dts[i]), g, sqrt(nf), sqrt(nm), sqrt(nv));
+          continue;
+        }
         e = ts_rel_l2(f.g[g], m.g[g], n[g]);
         cr_expect(e <= tols[i], "%s %s: grad %d rel L2 %.3g > %.3g", x->name, tg_dtype_name(dts[i]), g, e, tols[i]);
       }
