@@ -152,8 +152,17 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
   tgi_value *y = tgi_result(t, (tg_dtype)x->dtype, ndim, out);
   if (!y) return TG_NO_ID;
   const void *px = read_on(t, p, x);
+  if (!px) return TG_NO_ID;
+  if (x->kind == TGI_RESULT) {
+    /* Same bytes, new shape: an op result is immutable step memory, so y shares its storage (no
+     * copy). Inputs and parameters are copied: they can be rewritten (tg_tape_write, optimizer
+     * steps) while y is alive. */
+    y->data = x->data;
+    tgi_record(t, &cap_reshape[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+    return tgi_done(t, y);
+  }
   void *py = write_on(t, p, y);
-  if (!px || !py) return TG_NO_ID;
+  if (!py) return TG_NO_ID;
   if (p == TG_PROVIDER_HOST) {
     memcpy(py, px, x->bytes);
   } else {
