@@ -771,3 +771,47 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   at_free_rels(ODD, NODD);
   tg_runtime_destroy(rt);
 }
+
+/* Memory at N = 16384: the fused node keeps only lse, and neither direction materialises an
+ * N x N buffer (which would be 16384^2 * 8 heads * 4 B = 8.6 GB here). The peak device memory of
+ * forward + backward (uploads, the f32 cast for the loss and its gradient, the dq workspace and
+ * the step arena's geometric growth included) must stay within 8x of q, k, v, out and their
+ * gradients (134 MB) — two orders of magnitude below one score matrix. */
+Test(attention_cuda, fused_memory_at_16k_is_linear_in_n) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  const int64_t N = 16384, H = 8, D = 64;
+  int64_t sh[4] = {1, N, H, D};
+  size_t n = (size_t)(N * H * D);
+  double *src = malloc(n * sizeof(double));
+  tg_id ids[3];
+  for (int i = 0; i < 3; i++) {
+    ts_uniform(src, n, 40 + i, -1, 1);
+    void *b = ts_convert(src, n, TG_BF16);
+    ids[i] = ts_input(t, TG_BF16, 4, sh, b, TG_REQUIRES_GRAD);
+    free(b);
+  }
+  free(src);
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+  size_t base = 0, peak = 0;
+  tg_runtime_reset_peak(rt);
+  tg_runtime_memory(rt, &base, NULL);
+  tg_relation *rel = NULL;
+  cr_assert_eq(tg_relation_causal(rt, N, N, &rel), TG_OK);
+  tg_id y = tg_attention(t, ids[0], ids[1], ids[2], rel, NULL);
+  tg_id loss = tg_sum(t, tg_cast(t, y, TG_F32));
+  cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_runtime_sync(rt), TG_OK);
+  tg_runtime_memory(rt, NULL, &peak);
+  size_t io = 8 * n * 2; /* q, k, v, out, and dq, dk, dv, dout in bf16 */
+  size_t saved = 0;
+  tg_tape_stats(t, NULL, &saved);
+  cr_expect(peak - base <= 8 * io, "fused fwd+bwd at N=%lld: peak %zu bytes above the baseline, inputs+outputs+grads %zu",
+            (long long)N, peak - base, io);
+  cr_log_info("fused causal N=16384 H=8 D=64 bf16: peak above baseline %.1f MB (inputs+outputs+grads %.1f MB), "
+              "saved for backward %zu bytes",
+              (peak - base) / 1e6, io / 1e6, saved);
+  tg_tape_destroy(t);
+  tg_relation_destroy(rel);
+  tg_runtime_destroy(rt);
+}
