@@ -4,40 +4,15 @@
 // Backward regenerates the mask from (seed, call) rather than reading a saved one.
 #include "common.cuh"
 #include "dropout.h"
+#include "../host/philox.h"
 
 #include <stdint.h>
 
-// Philox4x32-10 (Salmon et al. 2011), written exactly as host_philox4x32: key (k0, k1) = seed,
-// counter (c0, c1, c2, c3) = (lo, lo >> 32, hi, hi >> 32); words 0 and 1 make the uniform.
-__host__ __device__ __forceinline__ void tgc_philox4x32(uint64_t key, uint64_t ctr_lo, uint64_t ctr_hi,
-                                                        uint32_t out[4]) {
-  uint32_t c0 = (uint32_t)ctr_lo, c1 = (uint32_t)(ctr_lo >> 32), c2 = (uint32_t)ctr_hi, c3 = (uint32_t)(ctr_hi >> 32);
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-#ifdef __CUDA_ARCH__ // the host compiler warns on unknown pragmas
-#pragma unroll
-#endif
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0, hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-    uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0;
-    c1 = lo1;
-    c2 = n2;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  out[0] = c0;
-  out[1] = c1;
-  out[2] = c2;
-  out[3] = c3;
-}
-
-// host_uniform53: 27 + 26 bits of words 0 and 1, scaled by 2^-53 (exact in double).
-__host__ __device__ __forceinline__ double tgc_uniform53(uint64_t key, uint64_t i, uint64_t stream) {
+// host_uniform53's stream, from the shared Philox definition.
+__device__ __forceinline__ double tgc_uniform53(uint64_t key, uint64_t i, uint64_t stream) {
   uint32_t w[4];
-  tgc_philox4x32(key, i, stream, w);
-  return (double)(((uint64_t)(w[0] >> 5) << 26) | (w[1] >> 6)) * 0x1.0p-53;
+  tg_philox4x32(key, i, stream, w);
+  return tg_uniform53_of(w[0], w[1]);
 }
 
 template <typename T>
@@ -79,13 +54,7 @@ static tg_status dropout_bwd(cudaStream_t s, uint64_t seed, uint64_t call, doubl
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA dropout kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;   \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "dropout", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_dropout_forward(tgc_stream s, tg_dtype dt, uint64_t seed, uint64_t call, double keep,
                                           const void *x, void *y, int64_t n) {

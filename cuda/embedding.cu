@@ -43,13 +43,7 @@ static tg_status bwd(cudaStream_t s, const void *gy, const int32_t *ids, long lo
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA embedding kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;  \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "embedding", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_embedding_forward(tgc_stream s, tg_dtype dt, const void *table, int64_t V, int64_t D,
                                             const int32_t *ids, int64_t n, void *y) {

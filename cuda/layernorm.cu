@@ -7,20 +7,6 @@
 #include "layernorm.h"
 
 // Row group = the block's x-extent: a warp (blockDim.x == 32) or the whole block (blockDim.y == 1).
-static __device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-static __device__ float row_sum(float v) {
-  __shared__ float sh[32];
-  v = warp_sum(v);
-  if (blockDim.x == 32) return v;
-  __syncthreads(); // the previous call's reads of sh are done
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : 0.f;
-  return warp_sum(v);
-}
 
 // mean = <x>, var = <(x - mean)^2> (two passes over the row), rstd = 1/sqrt(var + eps), y = (x - mean) rstd w + b.
 template <typename T>
@@ -34,13 +20,13 @@ __global__ void k_ln_fwd(const T *__restrict__ x, const T *__restrict__ w, const
     // (|x| ~ 1e3) then keep their digits instead of losing them to an f32 mean near 1e3.
     float k = tgc_to_f(xr[0]), s = 0.f;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) s += tgc_to_f(xr[j]) - k;
-    float mu = row_sum(s) / (float)n;
+    float mu = tgc_row_sum(s) / (float)n;
     float v = 0.f;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) {
       float d = (tgc_to_f(xr[j]) - k) - mu;
       v += d * d;
     }
-    float rs = 1.f / sqrtf(row_sum(v) / (float)n + eps);
+    float rs = 1.f / sqrtf(tgc_row_sum(v) / (float)n + eps);
     for (long long j = threadIdx.x; j < n; j += blockDim.x)
       yr[j] = tgc_from_f<T>(((tgc_to_f(xr[j]) - k) - mu) * rs * tgc_to_f(w[j]) + tgc_to_f(b[j]));
     if (threadIdx.x == 0) {
@@ -64,8 +50,8 @@ __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, co
       sg += g;
       sgx += g * (tgc_to_f(xr[j]) - m) * rs;
     }
-    sg = row_sum(sg) / (float)n;
-    sgx = row_sum(sgx) / (float)n;
+    sg = tgc_row_sum(sg) / (float)n;
+    sgx = tgc_row_sum(sgx) / (float)n;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) {
       float xh = (tgc_to_f(xr[j]) - m) * rs;
       float g = tgc_to_f(gr[j]) * tgc_to_f(w[j]);
@@ -177,13 +163,7 @@ static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const floa
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA layernorm kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;  \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "layernorm", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_layernorm_forward(tgc_stream s, tg_dtype dt, const void *x, const void *w, const void *b,
                                             double eps, void *y, float *mean, float *rstd, int64_t rows, int64_t n) {

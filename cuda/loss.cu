@@ -82,20 +82,6 @@ __global__ void k_ce_lse_block(const T *__restrict__ x, const int32_t *__restric
   }
 }
 
-// Sum of a float per thread over a block (blockDim.x a multiple of 32, <= 1024); result in thread 0.
-// Fixed tree: the same inputs give the same bits on every run.
-__device__ __forceinline__ float block_sum(float s) {
-  __shared__ float sh[32];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  s = 0.f;
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  }
-  return s;
-}
 
 // *y = inv_count * sum over counted rows of (lse_r - x_r,t_r). One block: a deterministic order.
 template <typename T>
@@ -106,7 +92,7 @@ __global__ void k_ce_mean(const T *__restrict__ x, const int32_t *__restrict__ t
     int k = tg[r];
     if (k != ignore) s += lse[r] - tgc_to_f(x[r * C + k]);
   }
-  s = block_sum(s);
+  s = tgc_block_sum(s);
   if (threadIdx.x == 0) *y = tgc_from_f<T>(s * inv_count);
 }
 
@@ -167,14 +153,14 @@ __global__ void k_mse_partial(const T *__restrict__ a, const T *__restrict__ b, 
     float d = tgc_to_f(a[i]) - tgc_to_f(b[i]);
     s += d * d;
   }
-  s = block_sum(s);
+  s = tgc_block_sum(s);
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
 template <typename T> __global__ void k_mse_final(const float *__restrict__ part, int np, float inv_n, T *y) {
   float s = 0.f;
   for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-  s = block_sum(s);
+  s = tgc_block_sum(s);
   if (threadIdx.x == 0) *y = tgc_from_f<T>(s * inv_n);
 }
 
@@ -211,13 +197,7 @@ static tg_status mse_bwd(cudaStream_t s, const void *a, const void *b, long long
 }
 
 // ---------------------------------------------------------------- launchers
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA loss kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;      \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "loss", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_ce_forward(tgc_stream s, tg_dtype dt, const void *x, const int32_t *targets, int64_t rows,
                                      int64_t C, int32_t ignore, int64_t count, float *lse, void *y) {

@@ -35,19 +35,6 @@ __global__ void k_adamw(T *__restrict__ p, const T *__restrict__ g, T *__restric
   }
 }
 
-// Sum of s over the block (blockDim a multiple of 32, at most 1024); valid in thread 0.
-static __device__ double block_sum(double s) {
-  __shared__ double sh[32];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
-  __syncthreads();
-  s = 0;
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.0;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  }
-  return s;
-}
 
 // Block b writes the double sum of squares of its grid-stride elements to part[b].
 template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, long long n, double *__restrict__ part) {
@@ -56,7 +43,7 @@ template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, l
     double x = (double)tgc_to_f(g[i]);
     s += x * x;
   }
-  s = block_sum(s);
+  s = tgc_block_sum(s);
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
@@ -64,7 +51,7 @@ template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, l
 __global__ void k_sumsq_final(const double *__restrict__ part, int np, double *acc) {
   double s = 0;
   for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-  s = block_sum(s);
+  s = tgc_block_sum(s);
   if (threadIdx.x == 0) *acc += s;
 }
 
@@ -122,13 +109,7 @@ template <typename T> static tg_status scale(cudaStream_t s, void *g, long long 
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA optimizer kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;  \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "optimizer", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_sgd_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, void *buf, int64_t n,
                                    double lr, double momentum, double dampening, double wd, int nesterov, int first) {

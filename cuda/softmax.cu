@@ -6,33 +6,15 @@
 
 // A "row group" is the x-extent of the block: 32 threads (a warp) or the whole block (blockDim.y == 1).
 // Every thread of the group calls these with its partial value and gets the group's total back.
-static __device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-static __device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-static __device__ float row_sum(float v) {
-  __shared__ float sh[32];
-  v = warp_sum(v);
-  if (blockDim.x == 32) return v;
-  __syncthreads(); // the previous call's reads of sh are done
-  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : 0.f;
-  return warp_sum(v);
-}
 static __device__ float row_max(float v) {
   __shared__ float sh[32];
-  v = warp_max(v);
+  v = tgc_warp_max(v);
   if (blockDim.x == 32) return v;
   __syncthreads();
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
   v = (threadIdx.x & 31) < (blockDim.x >> 5) ? sh[threadIdx.x & 31] : -INFINITY;
-  return warp_max(v);
+  return tgc_warp_max(v);
 }
 
 // y = exp(x - max) / sum exp(x - max), per row.
@@ -45,7 +27,7 @@ template <typename T> __global__ void k_softmax_fwd(const T *__restrict__ x, T *
     m = row_max(m);
     float s = 0.f;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) s += expf(tgc_to_f(xr[j]) - m);
-    float inv = 1.f / row_sum(s);
+    float inv = 1.f / tgc_row_sum(s);
     for (long long j = threadIdx.x; j < n; j += blockDim.x) yr[j] = tgc_from_f<T>(expf(tgc_to_f(xr[j]) - m) * inv);
   }
 }
@@ -59,7 +41,7 @@ __global__ void k_softmax_bwd(const T *__restrict__ y, const T *__restrict__ gy,
     T *dr = gx + r * n;
     float d = 0.f;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) d += tgc_to_f(gr[j]) * tgc_to_f(yr[j]);
-    d = row_sum(d);
+    d = tgc_row_sum(d);
     for (long long j = threadIdx.x; j < n; j += blockDim.x)
       dr[j] = tgc_from_f<T>(tgc_to_f(dr[j]) + tgc_to_f(yr[j]) * (tgc_to_f(gr[j]) - d));
   }
@@ -93,13 +75,7 @@ static tg_status softmax_bwd(cudaStream_t s, const void *y, const void *gy, void
   return TG_OK;
 }
 
-#define DISPATCH(dt, FN, ...)                                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA softmax kernel", tg_dtype_name(dt)); return TG_ERR_DTYPE;    \
-  }
+#define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "softmax", FN, __VA_ARGS__)
 
 extern "C" tg_status cuda_softmax_forward(tgc_stream s, tg_dtype dt, const void *x, void *y, int64_t rows, int64_t n) {
   if (rows <= 0 || n <= 0) return TG_OK;
