@@ -164,6 +164,9 @@ TG_API tg_status tg_tape_create(tg_runtime *rt, tg_tape **out);
 /* Frees the tape, its values, parameters and optimizer state. NULL is a no-op. */
 TG_API void tg_tape_destroy(tg_tape *tape);
 
+/* The runtime a tape was created from (NULL for NULL), e.g. to build relations for it. */
+TG_API tg_runtime *tg_tape_runtime(const tg_tape *tape);
+
 /* Sticky status of op calls: TG_OK, or the first failure since create / the last reset. */
 TG_API tg_status tg_tape_status(const tg_tape *tape);
 /* Message of the sticky failure if any, else of the most recent failed call on this tape,

@@ -182,6 +182,8 @@ tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_
 
 /* ------------------------------------------------------------ state */
 
+tg_runtime *tg_tape_runtime(const tg_tape *t) { return t ? t->rt : NULL; }
+
 tg_status tg_tape_status(const tg_tape *t) { return t ? t->status : TG_ERR_INVALID_ARGUMENT; }
 const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(); }
 

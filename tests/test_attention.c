@@ -7,7 +7,6 @@
 #include "support.h"
 /* Relations belong to a runtime, and the harnesses (tg_gradcheck, ts_check_cuda_vs_host) create
  * their own runtimes: the callbacks read the tape's runtime to build a relation for it. */
-#include "tape/internal.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -36,7 +35,7 @@ typedef struct at_ctx {
   int nrel;
 } at_ctx;
 
-static tg_runtime *at_runtime_of(tg_tape *t) { return t->rt; }
+static tg_runtime *at_runtime_of(tg_tape *t) { return tg_tape_runtime(t); }
 
 static tg_relation *at_build(tg_runtime *rt, const at_spec *s) {
   tg_relation *r = NULL, *parts[8];

@@ -332,3 +332,12 @@ Test(tape, ids_of_another_tape_are_rejected) {
   tg_tape_destroy(b);
   tg_runtime_destroy(rt);
 }
+
+Test(tape, runtime_of_a_tape) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  cr_expect_eq(tg_tape_runtime(t), rt);
+  cr_expect_null(tg_tape_runtime(NULL));
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
