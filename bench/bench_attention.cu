@@ -28,23 +28,25 @@ void tgc_set_error(const char *fmt, ...) {
   va_end(ap);
 }
 extern "C" const char *tgc_error(void) { return g_err; }
-tg_status tgc_status_of(cudaError_t e) { return e == cudaSuccess ? TG_OK : e == cudaErrorMemoryAllocation ? TG_ERR_OUT_OF_MEMORY : TG_ERR_DEVICE; }
+tg_status tgc_status_of(cudaError_t e) {
+  return e == cudaSuccess ? TG_OK : e == cudaErrorMemoryAllocation ? TG_ERR_OUT_OF_MEMORY : TG_ERR_DEVICE;
+}
 
-#define CK(x)                                                                                                   \
-  do {                                                                                                          \
-    cudaError_t e_ = (x);                                                                                       \
-    if (e_ != cudaSuccess) {                                                                                    \
-      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                       \
-      exit(2);                                                                                                  \
-    }                                                                                                           \
+#define CK(x)                                                                                                          \
+  do {                                                                                                                 \
+    cudaError_t e_ = (x);                                                                                              \
+    if (e_ != cudaSuccess) {                                                                                           \
+      fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                               \
+      exit(2);                                                                                                         \
+    }                                                                                                                  \
   } while (0)
-#define TG(x)                                                                                                   \
-  do {                                                                                                          \
-    tg_status s_ = (x);                                                                                         \
-    if (s_ != TG_OK) {                                                                                          \
-      fprintf(stderr, "%s:%d %s: status %d: %s\n", __FILE__, __LINE__, #x, (int)s_, tgc_error());              \
-      exit(2);                                                                                                  \
-    }                                                                                                           \
+#define TG(x)                                                                                                          \
+  do {                                                                                                                 \
+    tg_status s_ = (x);                                                                                                \
+    if (s_ != TG_OK) {                                                                                                 \
+      fprintf(stderr, "%s:%d %s: status %d: %s\n", __FILE__, __LINE__, #x, (int)s_, tgc_error());                      \
+      exit(2);                                                                                                         \
+    }                                                                                                                  \
   } while (0)
 
 // ------------------------------------------------------------------ host helpers
@@ -115,16 +117,17 @@ static std::vector<Problem> problems(const Case &c) {
       k += c.lens_k[s];
     }
   } else {
-    for (int b = 0; b < c.B; ++b) v.push_back({b, b * c.Nq, b * c.Nk, c.Nq, c.Nk, c.kind == TGC_ATTN_CAUSAL});
+    for (int b = 0; b < c.B; ++b)
+      v.push_back({b, b * c.Nq, b * c.Nk, c.Nq, c.Nk, c.kind == TGC_ATTN_CAUSAL});
   }
   return v;
 }
 
 // Float64 reference: out, lse, and the gradients for upstream dout.
-static void reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k, const std::vector<float> &v,
-                      const std::vector<float> &dout, const std::vector<uint8_t> &mask, std::vector<double> &out,
-                      std::vector<double> &lse, std::vector<double> &dq, std::vector<double> &dk,
-                      std::vector<double> &dv) {
+static void reference(const Case &c, const std::vector<float> &q, const std::vector<float> &k,
+                      const std::vector<float> &v, const std::vector<float> &dout, const std::vector<uint8_t> &mask,
+                      std::vector<double> &out, std::vector<double> &lse, std::vector<double> &dq,
+                      std::vector<double> &dk, std::vector<double> &dv) {
   const int Hq = c.Hq, Hkv = c.Hkv, D = c.D, Dv = c.Dv, G = Hq / Hkv;
   const int64_t NQ = (int64_t)c.B * c.Nq, NK = (int64_t)c.B * c.Nk;
   out.assign(NQ * Hq * Dv, 0.0);
@@ -153,13 +156,15 @@ static void reference(const Case &c, const std::vector<float> &q, const std::vec
           if (!a) continue;
           const float *kj = &k[(((int64_t)P.k0 + j) * Hkv + hk) * D];
           double acc = 0;
-          for (int d = 0; d < D; ++d) acc += (double)qi[d] * kj[d];
+          for (int d = 0; d < D; ++d)
+            acc += (double)qi[d] * kj[d];
           s[j] = acc * scale;
           mx = std::max(mx, s[j]);
         }
         if (mx == -INFINITY) continue; // no allowed key: out 0, lse -inf, no gradient
         double sum = 0;
-        for (int j = 0; j < P.Lk; ++j) sum += ok[j] ? std::exp(s[j] - mx) : 0.0;
+        for (int j = 0; j < P.Lk; ++j)
+          sum += ok[j] ? std::exp(s[j] - mx) : 0.0;
         const double L = mx + std::log(sum);
         lse[((size_t)P.b * Hq + h) * c.Nq + (c.kind == TGC_ATTN_VARLEN ? P.q0 : 0) + i] = L;
         double *oi = &out[(qr * Hq + h) * Dv];
@@ -188,7 +193,8 @@ static void reference(const Case &c, const std::vector<float> &q, const std::vec
             dqi[d] += scale * ds * kj[d];
             dkj[d] += scale * ds * qi[d];
           }
-          for (int d = 0; d < Dv; ++d) dvj[d] += p[j] * doi[d];
+          for (int d = 0; d < Dv; ++d)
+            dvj[d] += p[j] * doi[d];
         }
       }
   }
@@ -217,7 +223,8 @@ static DevIn make_input(tg_dtype dt, size_t n, Rng &r, double mag) {
   DevIn x;
   x.raw.resize(n * dsize(dt));
   x.val.resize(n);
-  for (size_t i = 0; i < n; ++i) x.val[i] = store(dt, x.raw.data(), i, (float)(r.normal() * mag));
+  for (size_t i = 0; i < n; ++i)
+    x.val[i] = store(dt, x.raw.data(), i, (float)(r.normal() * mag));
   return x;
 }
 static void upload(DBuf &d, const void *h, size_t bytes) { CK(cudaMemcpy(d.p, h, bytes, cudaMemcpyHostToDevice)); }
@@ -236,7 +243,8 @@ static bool run_check(const Case &c, uint64_t seed) {
           size_t i = ((size_t)row * c.Hkv + hk) * c.D + d;
           k.val[i] = store(dt, k.raw.data(), i, (float)(d == 0 ? 40.0 * (row % c.Nk) / c.Nk : k.val[i] * 0.3));
         }
-    for (size_t i = 0; i < q.val.size(); i += c.D) q.val[i] = store(dt, q.raw.data(), i, 8.f);
+    for (size_t i = 0; i < q.val.size(); i += c.D)
+      q.val[i] = store(dt, q.raw.data(), i, 8.f);
   }
   std::vector<uint8_t> mask;
   if (c.kind == TGC_ATTN_MASK) {
@@ -246,10 +254,12 @@ static bool run_check(const Case &c, uint64_t seed) {
         for (int j = 0; j < c.Nk; ++j) {
           uint8_t a;
           const int bi = i / 64, bj = j / 64;
-          if (c.mask_style == MASK_BLOCKS) a = (splitmix64(seed + b * 7919 + bi * 131 + bj) & 3) != 0 || bi == bj;
-          else a = r.uni() < 0.5;
-          if (bi == 1 && bj == 1) a = 0;                 // a fully masked 64 x 64 tile
-          if (bi == 0 && bj == 2) a = 1;                 // a full one
+          if (c.mask_style == MASK_BLOCKS)
+            a = (splitmix64(seed + b * 7919 + bi * 131 + bj) & 3) != 0 || bi == bj;
+          else
+            a = r.uni() < 0.5;
+          if (bi == 1 && bj == 1) a = 0;                  // a fully masked 64 x 64 tile
+          if (bi == 0 && bj == 2) a = 1;                  // a full one
           if (i == 5 || (b == 0 && i == c.Nq - 1)) a = 0; // fully masked rows
           mask[((size_t)b * c.Nq + i) * c.Nk + j] = a;
         }
@@ -259,7 +269,8 @@ static bool run_check(const Case &c, uint64_t seed) {
   // accumulation targets: dq, dk, dv start at random values of the gradients' size
   auto rms = [](const std::vector<double> &x) {
     double s = 0;
-    for (double y : x) s += y * y;
+    for (double y : x)
+      s += y * y;
     return x.empty() ? 0.0 : std::sqrt(s / x.size());
   };
   DevIn iq = make_input(dt, rdq.size(), r, 0.5 * rms(rdq)), ik = make_input(dt, rdk.size(), r, 0.5 * rms(rdk));
@@ -335,7 +346,8 @@ static bool run_check(const Case &c, uint64_t seed) {
   CK(cudaMemcpy(hc, cnt.p, 16, cudaMemcpyDeviceToHost));
   auto vals = [&](const std::vector<char> &raw, const DevIn *init, size_t n) {
     std::vector<double> x(n);
-    for (size_t i = 0; i < n; ++i) x[i] = load(dt, raw.data(), i) - (init ? init->val[i] : 0.0);
+    for (size_t i = 0; i < n; ++i)
+      x[i] = load(dt, raw.data(), i) - (init ? init->val[i] : 0.0);
     return x;
   };
   std::vector<double> go = vals(ho, nullptr, ro.size()), gl(hl.begin(), hl.end());
@@ -347,11 +359,13 @@ static bool run_check(const Case &c, uint64_t seed) {
   // heavily and 16-bit dS rounding shows in dq: 10x tolerance for dq there.
   if (c.prune > 0) thr = std::max(thr, 1e-4);
   bool ok = true;
-  for (int x = 0; x < 5; ++x) ok &= e[x] <= (c.prune > 0 && x == 2 ? 10 * thr : thr); // NaN compares false
-  printf("CHECK %-28s %-4s B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d  out=%.2e lse=%.2e dq=%.2e dk=%.2e dv=%.2e  thr=%.0e"
-         "  tiles=%llu/%llu  %s\n",
-         c.name.c_str(), dname(dt), c.B, c.Hq, c.Hkv, c.Nq, c.Nk, c.D, c.Dv, e[0], e[1], e[2], e[3], e[4], thr, hc[0],
-         hc[1], ok ? "PASS" : "FAIL");
+  for (int x = 0; x < 5; ++x)
+    ok &= e[x] <= (c.prune > 0 && x == 2 ? 10 * thr : thr); // NaN compares false
+  printf(
+      "CHECK %-28s %-4s B=%d Hq=%d Hkv=%d Nq=%d Nk=%d D=%d Dv=%d  out=%.2e lse=%.2e dq=%.2e dk=%.2e dv=%.2e  thr=%.0e"
+      "  tiles=%llu/%llu  %s\n",
+      c.name.c_str(), dname(dt), c.B, c.Hq, c.Hkv, c.Nq, c.Nk, c.D, c.Dv, e[0], e[1], e[2], e[3], e[4], thr, hc[0],
+      hc[1], ok ? "PASS" : "FAIL");
   fflush(stdout);
   return ok;
 }
@@ -372,24 +386,66 @@ static std::vector<Case> check_cases() {
     v.push_back({"causal-dv!=d", dt, 1, 2, 2, 129, 200, 96, 128, TGC_ATTN_CAUSAL});
     v.push_back({"dense-odd-d", dt, 1, 2, 1, 37, 53, 40, 24, TGC_ATTN_DENSE});
     v.push_back({"large-mag", dt, 1, 2, 1, 129, 200, 64, 64, TGC_ATTN_DENSE, MASK_NONE, 1, {}, {}, 0, 0.f, 3.f});
-    v.push_back({"large-mag-causal", dt, 1, 2, 1, 129, 200, 128, 128, TGC_ATTN_CAUSAL, MASK_NONE, 1, {}, {}, 0, 0.f, 3.f});
+    v.push_back(
+        {"large-mag-causal", dt, 1, 2, 1, 129, 200, 128, 128, TGC_ATTN_CAUSAL, MASK_NONE, 1, {}, {}, 0, 0.f, 3.f});
     for (int D : {64, 128}) {
       v.push_back({"mask-random-b2", dt, 2, 2, 1, 129, 200, D, D, TGC_ATTN_MASK, MASK_RANDOM, 2});
       v.push_back({"mask-blocks-shared", dt, 2, 2, 2, 300, 260, D, D, TGC_ATTN_MASK, MASK_BLOCKS, 1});
-      v.push_back({"varlen-causal", dt, 1, 4, 2, 0, 0, D, D, TGC_ATTN_VARLEN, MASK_NONE, 1, {1, 37, 129, 64, 1, 200},
-                   {1, 37, 129, 64, 1, 200}, 1});
-      v.push_back({"varlen-dense", dt, 1, 2, 1, 0, 0, D, D, TGC_ATTN_VARLEN, MASK_NONE, 1, {1, 37, 129, 200},
-                   {53, 1, 200, 64}, 0});
-      v.push_back({"varlen-causal-q!=k", dt, 1, 2, 2, 0, 0, D, D, TGC_ATTN_VARLEN, MASK_NONE, 1, {1, 37, 200, 64},
-                   {53, 1, 129, 200}, 1});
+      v.push_back({"varlen-causal",
+                   dt,
+                   1,
+                   4,
+                   2,
+                   0,
+                   0,
+                   D,
+                   D,
+                   TGC_ATTN_VARLEN,
+                   MASK_NONE,
+                   1,
+                   {1, 37, 129, 64, 1, 200},
+                   {1, 37, 129, 64, 1, 200},
+                   1});
+      v.push_back({"varlen-dense",
+                   dt,
+                   1,
+                   2,
+                   1,
+                   0,
+                   0,
+                   D,
+                   D,
+                   TGC_ATTN_VARLEN,
+                   MASK_NONE,
+                   1,
+                   {1, 37, 129, 200},
+                   {53, 1, 200, 64},
+                   0});
+      v.push_back({"varlen-causal-q!=k",
+                   dt,
+                   1,
+                   2,
+                   2,
+                   0,
+                   0,
+                   D,
+                   D,
+                   TGC_ATTN_VARLEN,
+                   MASK_NONE,
+                   1,
+                   {1, 37, 200, 64},
+                   {53, 1, 129, 200},
+                   1});
     }
     v.push_back({"prune-1e-6", dt, 1, 2, 1, 129, 700, 64, 64, TGC_ATTN_DENSE, MASK_NONE, 1, {}, {}, 0, 1e-6f});
-    v.push_back({"prune-causal-1e-6", dt, 1, 2, 1, 300, 700, 128, 128, TGC_ATTN_CAUSAL, MASK_NONE, 1, {}, {}, 0, 1e-6f});
+    v.push_back(
+        {"prune-causal-1e-6", dt, 1, 2, 1, 300, 700, 128, 128, TGC_ATTN_CAUSAL, MASK_NONE, 1, {}, {}, 0, 1e-6f});
   }
   for (Case &c : v)
     if (c.kind == TGC_ATTN_VARLEN) {
       int tq = 0, tk = 0;
-      for (size_t s = 0; s < c.lens_q.size(); ++s) tq += c.lens_q[s], tk += c.lens_k[s];
+      for (size_t s = 0; s < c.lens_q.size(); ++s)
+        tq += c.lens_q[s], tk += c.lens_k[s];
       c.Nq = tq;
       c.Nk = tk;
     }
@@ -405,9 +461,12 @@ __global__ void fill_normal(void *p, int dt, size_t n, uint64_t seed) {
     z ^= z >> 31;
     float u1 = ((z >> 40) + 1) * 0x1.0p-24f, u2 = ((z >> 16) & 0xFFFFFF) * 0x1.0p-24f;
     float x = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
-    if (dt == TG_F32) ((float *)p)[i] = x;
-    else if (dt == TG_F16) ((__half *)p)[i] = __float2half_rn(x);
-    else ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x);
+    if (dt == TG_F32)
+      ((float *)p)[i] = x;
+    else if (dt == TG_F16)
+      ((__half *)p)[i] = __float2half_rn(x);
+    else
+      ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(x);
   }
 }
 
@@ -427,7 +486,8 @@ template <typename F> static double time_ms(F f, double budget_ms) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
-  for (int i = 0; i < 2; ++i) f(); // warm-up
+  for (int i = 0; i < 2; ++i)
+    f(); // warm-up
   CK(cudaEventRecord(a));
   f();
   CK(cudaEventRecord(b));
@@ -462,7 +522,7 @@ static Row run_bench(const BenchCase &c) {
   int B = c.B, N = c.N;
   std::vector<int32_t> cu(1, 0);
   std::vector<uint8_t> mask;
-  double pairs = 0; // allowed (query, key) pairs per head
+  double pairs = 0;                // allowed (query, key) pairs per head
   if (c.kind == TGC_ATTN_VARLEN) { // 32 documents of random length 64..4031, causal inside each
     for (int s = 0; s < 32; ++s) {
       int L = 64 + (int)(splitmix64(12345 + s) % 3968);
@@ -479,7 +539,8 @@ static Row run_bench(const BenchCase &c) {
         for (int bj = 0; bj < nb; ++bj) {
           uint64_t hsh = splitmix64(((uint64_t)b * 1024 + bi) * 1024 + bj);
           uint8_t a = bi == bj || (double)(hsh >> 11) * 0x1.0p-53 < 0.5;
-          for (int i = bi * 128; i < bi * 128 + 128; ++i) memset(&mask[((size_t)b * N + i) * N + bj * 128], a, 128);
+          for (int i = bi * 128; i < bi * 128 + 128; ++i)
+            memset(&mask[((size_t)b * N + i) * N + bj * 128], a, 128);
           if (a) pairs += 128.0 * 128.0 / B;
         }
   } else if (c.kind == TGC_ATTN_CAUSAL) {
@@ -492,7 +553,8 @@ static Row run_bench(const BenchCase &c) {
   DBuf q(nel * es), k(nel * es), v(nel * es), o(nel * es), dout(nel * es), dq(nel * es), dk(nel * es), dv(nel * es);
   DBuf lse((size_t)B * c.H * N * 4), cnt(16);
   void *ins[] = {q.p, k.p, v.p, dout.p, dq.p, dk.p, dv.p};
-  for (int i = 0; i < 7; ++i) fill_normal<<<1024, 256>>>(ins[i], dt, nel, 1000 + i);
+  for (int i = 0; i < 7; ++i)
+    fill_normal<<<1024, 256>>>(ins[i], dt, nel, 1000 + i);
   tgc_attn_shape sh{};
   sh.B = B;
   sh.Nq = sh.Nk = N;
@@ -513,7 +575,8 @@ static Row run_bench(const BenchCase &c) {
     sh.cu_q = sh.cu_k = (const int32_t *)dcu.p;
     sh.n_seqs = 32;
     int mx = 0;
-    for (size_t s = 1; s < cu.size(); ++s) mx = std::max(mx, cu[s] - cu[s - 1]);
+    for (size_t s = 1; s < cu.size(); ++s)
+      mx = std::max(mx, cu[s] - cu[s - 1]);
     sh.max_q = sh.max_k = mx;
     sh.varlen_causal = 1;
   }
@@ -538,7 +601,7 @@ static std::vector<BenchCase> bench_cases() {
   std::vector<BenchCase> v;
   struct S {
     int D, N, B, H;
-  } shapes[] = {{64, 1024, 32, 32}, {64, 4096, 8, 32}, {64, 16384, 2, 32},
+  } shapes[] = {{64, 1024, 32, 32},  {64, 4096, 8, 32},  {64, 16384, 2, 32},
                 {128, 1024, 32, 16}, {128, 4096, 8, 16}, {128, 16384, 2, 16}};
   for (const S &s : shapes)
     for (int causal = 0; causal < 2; ++causal)
@@ -557,9 +620,12 @@ int main(int argc, char **argv) {
   bool check = false, bench = false;
   const char *filter = "";
   for (int i = 1; i < argc; ++i) {
-    if (!strcmp(argv[i], "--check")) check = true;
-    else if (!strcmp(argv[i], "--bench")) bench = true;
-    else filter = argv[i];
+    if (!strcmp(argv[i], "--check"))
+      check = true;
+    else if (!strcmp(argv[i], "--bench"))
+      bench = true;
+    else
+      filter = argv[i];
   }
   if (!check && !bench) {
     fprintf(stderr, "usage: %s --check|--bench [substring]\n", argv[0]);
@@ -584,7 +650,8 @@ int main(int argc, char **argv) {
       rows.push_back(run_bench(c));
     }
     printf("\n%-40s %10s %10s\n", "tiga (TFLOP/s)", "fwd", "fwd+bwd");
-    for (const Row &r : rows) printf("%-40s %10.1f %10.1f\n", r.label.c_str(), r.fwd_tf, r.fb_tf);
+    for (const Row &r : rows)
+      printf("%-40s %10.1f %10.1f\n", r.label.c_str(), r.fwd_tf, r.fb_tf);
   }
   return fails ? 1 : 0;
 }

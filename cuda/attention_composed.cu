@@ -24,7 +24,10 @@ __device__ RowRel row_rel(const tgc_comp_shape &sh, long long b, long long i) {
     int lo = 0, hi = sh.n_seqs - 1; // sequence s with cu_q[s] <= i < cu_q[s + 1]
     while (lo < hi) {
       int mid = (lo + hi + 1) / 2;
-      if (sh.cu_q[mid] <= i) lo = mid; else hi = mid - 1;
+      if (sh.cu_q[mid] <= i)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
     long long q0 = sh.cu_q[lo], lq = sh.cu_q[lo + 1] - q0, k0 = sh.cu_k[lo], lk = sh.cu_k[lo + 1] - k0;
     r.lo = k0;
@@ -48,7 +51,8 @@ template <bool kMax> __device__ float block_reduce(float x, float *sh) {
   if (l == 0) sh[w] = x;
   __syncthreads();
   x = sh[0];
-  for (int i = 1; i < kThreads / 32; i++) x = kMax ? fmaxf(x, sh[i]) : x + sh[i];
+  for (int i = 1; i < kThreads / 32; i++)
+    x = kMax ? fmaxf(x, sh[i]) : x + sh[i];
   return x;
 }
 
@@ -86,7 +90,8 @@ __global__ void k_softmax_bwd(tgc_comp_shape sh, const T *__restrict__ O, const 
   long long r = blockIdx.x, bh = r / sh.Nq, i = r % sh.Nq, b = bh / sh.Hq, h = bh % sh.Hq;
   long long o = ((b * sh.Nq + i) * sh.Hq + h) * sh.Dv;
   float d = 0.f;
-  for (int c = threadIdx.x; c < sh.Dv; c += kThreads) d += tgc_to_f(dO[o + c]) * tgc_to_f(O[o + c]);
+  for (int c = threadIdx.x; c < sh.Dv; c += kThreads)
+    d += tgc_to_f(dO[o + c]) * tgc_to_f(O[o + c]);
   d = block_reduce<false>(d, red);
   const float *p = P + r * sh.Nk;
   float *g = dS + r * sh.Nk;
@@ -127,8 +132,8 @@ struct Mat {
 
 // Row-major C[M,N] = alpha op(A)[M,K] op(B)[K,N] + beta C, batched. cuBLAS is column-major, where
 // a row-major X is Xᵀ: so compute Cᵀ = op(B)ᵀ op(A)ᵀ with the operands swapped.
-tg_status rm_gemm(cublasHandle_t hd, bool ta, bool tb, long long M, long long N, long long K, float alpha, Mat A,
-                  Mat B, float beta, void *C, cudaDataType_t ct, long long ldc, long long sc, long long batch) {
+tg_status rm_gemm(cublasHandle_t hd, bool ta, bool tb, long long M, long long N, long long K, float alpha, Mat A, Mat B,
+                  float beta, void *C, cudaDataType_t ct, long long ldc, long long sc, long long batch) {
   TGC_CUBLAS(cublasGemmStridedBatchedEx(hd, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N,
                                         (int)M, (int)K, &alpha, B.p, B.t, (int)B.ld, B.stride, A.p, A.t, (int)A.ld,
                                         A.stride, &beta, C, ct, (int)ldc, sc, (int)batch, CUBLAS_COMPUTE_32F,
@@ -136,10 +141,10 @@ tg_status rm_gemm(cublasHandle_t hd, bool ta, bool tb, long long M, long long N,
   return TG_OK;
 }
 
-#define TRY(x)                                                                                             \
-  do {                                                                                                     \
-    tg_status st_ = (x);                                                                                   \
-    if (st_) return st_;                                                                                   \
+#define TRY(x)                                                                                                         \
+  do {                                                                                                                 \
+    tg_status st_ = (x);                                                                                               \
+    if (st_) return st_;                                                                                               \
   } while (0)
 
 // Per-head operands (pointer offset by head, leading dim H*W, batch stride N*H*W).
@@ -147,10 +152,18 @@ struct Layout {
   const tgc_comp_shape &sh;
   size_t es; // element size
   cudaDataType_t t;
-  Mat q(const void *p, int h) const { return {(const char *)p + es * h * sh.D, t, (long long)sh.Hq * sh.D, sh.Nq * sh.Hq * sh.D}; }
-  Mat k(const void *p, int g) const { return {(const char *)p + es * g * sh.D, t, (long long)sh.Hkv * sh.D, sh.Nk * sh.Hkv * sh.D}; }
-  Mat v(const void *p, int g) const { return {(const char *)p + es * g * sh.Dv, t, (long long)sh.Hkv * sh.Dv, sh.Nk * sh.Hkv * sh.Dv}; }
-  Mat o(const void *p, int h) const { return {(const char *)p + es * h * sh.Dv, t, (long long)sh.Hq * sh.Dv, sh.Nq * sh.Hq * sh.Dv}; }
+  Mat q(const void *p, int h) const {
+    return {(const char *)p + es * h * sh.D, t, (long long)sh.Hq * sh.D, sh.Nq * sh.Hq * sh.D};
+  }
+  Mat k(const void *p, int g) const {
+    return {(const char *)p + es * g * sh.D, t, (long long)sh.Hkv * sh.D, sh.Nk * sh.Hkv * sh.D};
+  }
+  Mat v(const void *p, int g) const {
+    return {(const char *)p + es * g * sh.Dv, t, (long long)sh.Hkv * sh.Dv, sh.Nk * sh.Hkv * sh.Dv};
+  }
+  Mat o(const void *p, int h) const {
+    return {(const char *)p + es * h * sh.Dv, t, (long long)sh.Hq * sh.Dv, sh.Nq * sh.Hq * sh.Dv};
+  }
   // [B, Hq, Nq, Nk] score-shaped buffer of element size e and type tt
   Mat s(const void *p, int h, size_t e, cudaDataType_t tt) const {
     return {(const char *)p + e * h * sh.Nq * sh.Nk, tt, sh.Nk, (long long)sh.Hq * sh.Nq * sh.Nk};
@@ -158,8 +171,8 @@ struct Layout {
 };
 
 template <typename T>
-tg_status fwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const void *q, const void *k,
-              const void *v, void *out, float *lse, float *P, void *lo) {
+tg_status fwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const void *q, const void *k, const void *v,
+              void *out, float *lse, float *P, void *lo) {
   Layout L{sh, sizeof(T), DT<T>::v};
   int group = sh.Hq / sh.Hkv;
   for (int h = 0; h < sh.Hq; h++) { // S = scale Q Kᵀ
@@ -181,9 +194,8 @@ tg_status fwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const
 }
 
 template <typename T>
-tg_status bwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const void *q, const void *k,
-              const void *v, const void *out, const void *dout, const float *P, float *dS, void *lo, void *dq,
-              void *dk, void *dv) {
+tg_status bwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const void *q, const void *k, const void *v,
+              const void *out, const void *dout, const float *P, float *dS, void *lo, void *dq, void *dk, void *dv) {
   Layout L{sh, sizeof(T), DT<T>::v};
   int group = sh.Hq / sh.Hkv;
   long long n = sh.B * sh.Hq * sh.Nq * sh.Nk, rows = sh.B * sh.Hq * sh.Nq;
@@ -243,17 +255,17 @@ extern "C" size_t cuda_attention_composed_lo_bytes(const tgc_comp_shape *sh) {
 }
 
 #define DISPATCH(FN, ...) DISPATCH_DT(sh->dtype, FN, __VA_ARGS__)
-#define DISPATCH_DT(dt, FN, ...)                                                                           \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
+#define DISPATCH_DT(dt, FN, ...)                                                                                       \
+  switch (dt) {                                                                                                        \
+  case TG_F32: return FN<float>(__VA_ARGS__);                                                                          \
+  case TG_F16: return FN<__half>(__VA_ARGS__);                                                                         \
+  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                                 \
   default: tgc_set_error("attention_composed: dtype %s not supported", tg_dtype_name(dt)); return TG_ERR_DTYPE;        \
   }
 
 extern "C" tg_status cuda_attention_composed_forward(tgc_stream s, tgc_cublas h, const tgc_comp_shape *sh,
-                                                     const void *q, const void *k, const void *v, void *out,
-                                                     float *lse, float *P, void *lo) {
+                                                     const void *q, const void *k, const void *v, void *out, float *lse,
+                                                     float *P, void *lo) {
   TRY(check(sh));
   DISPATCH(fwd, s, h, *sh, q, k, v, out, lse, P, lo)
 }

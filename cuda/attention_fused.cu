@@ -18,10 +18,10 @@ static const char *fa_kind_name(int k) {
   return "?";
 }
 
-#define FA_FAIL(...)                                                                                        \
-  do {                                                                                                      \
-    tgc_set_error(__VA_ARGS__);                                                                             \
-    return TG_ERR_UNSUPPORTED;                                                                              \
+#define FA_FAIL(...)                                                                                                   \
+  do {                                                                                                                 \
+    tgc_set_error(__VA_ARGS__);                                                                                        \
+    return TG_ERR_UNSUPPORTED;                                                                                         \
   } while (0)
 
 // Shape / dtype / kind check; with_pointers also requires the device arrays a launch reads
@@ -47,14 +47,16 @@ static tg_status fa_check(const tgc_attn_shape *sh, bool with_pointers) {
   case TGC_ATTN_DENSE:
   case TGC_ATTN_CAUSAL: break;
   case TGC_ATTN_MASK:
-    if (with_pointers && !sh->mask_prep) FA_FAIL("fused attention: MASK needs mask_prep from cuda_attention_fused_mask_prepare");
+    if (with_pointers && !sh->mask_prep)
+      FA_FAIL("fused attention: MASK needs mask_prep from cuda_attention_fused_mask_prepare");
     if (sh->mask_batch != 1 && sh->mask_batch != sh->B)
       FA_FAIL("fused attention: mask_batch=%lld; expected 1 or B=%lld", (long long)sh->mask_batch, (long long)sh->B);
     break;
   case TGC_ATTN_VARLEN:
     if (sh->B != 1) FA_FAIL("fused attention: VARLEN needs B == 1 (packed rows), got B=%lld", (long long)sh->B);
     if (with_pointers && (!sh->cu_q || !sh->cu_k)) FA_FAIL("fused attention: VARLEN needs cu_q and cu_k");
-    if (sh->n_seqs < 0 || sh->n_seqs > 65535 || sh->max_q < 0 || sh->max_k < 0 || sh->max_q > sh->Nq || sh->max_k > sh->Nk)
+    if (sh->n_seqs < 0 || sh->n_seqs > 65535 || sh->max_q < 0 || sh->max_k < 0 || sh->max_q > sh->Nq ||
+        sh->max_k > sh->Nk)
       FA_FAIL("fused attention: VARLEN n_seqs=%d, max_q=%d, max_k=%d out of range", sh->n_seqs, sh->max_q, sh->max_k);
     break;
   default: FA_FAIL("fused attention: unknown kind %d", (int)sh->kind);
@@ -98,13 +100,14 @@ __global__ void fa_mask_sum_kernel(const uint64_t *__restrict__ bits, int64_t mb
     const int64_t ncol = Nk - tk * 64 < 64 ? Nk - tk * 64 : 64;
     const uint64_t valid = ncol == 64 ? ~0ull : ((1ull << ncol) - 1);
     int64_t cnt = 0;
-    for (int64_t r = r0; r < r1; ++r) cnt += __popcll(bits[(b * Nq + r) * W + tk] & valid);
+    for (int64_t r = r0; r < r1; ++r)
+      cnt += __popcll(bits[(b * Nq + r) * W + tk] & valid);
     sum[x] = cnt == 0 ? FA_EMPTY : cnt == (r1 - r0) * ncol ? FA_FULL : FA_PARTIAL;
   }
 }
 
-extern "C" tg_status cuda_attention_fused_mask_prepare(tgc_stream s, const uint8_t *mask, int64_t mask_batch, int64_t Nq,
-                                                       int64_t Nk, void *prep) {
+extern "C" tg_status cuda_attention_fused_mask_prepare(tgc_stream s, const uint8_t *mask, int64_t mask_batch,
+                                                       int64_t Nq, int64_t Nk, void *prep) {
   if (mask_batch < 0 || Nq < 0 || Nk < 0) FA_FAIL("fused attention mask: negative size");
   const int64_t W = fa_words(Nk), rows = mask_batch * Nq;
   if (rows == 0 || W == 0) return TG_OK;
@@ -117,7 +120,8 @@ extern "C" tg_status cuda_attention_fused_mask_prepare(tgc_stream s, const uint8
   fa_mask_bits_kernel<<<tgc_blocks(rows * W * 32, 256, 1LL << 30), 256, 0, st>>>(mask, rows, Nk, W, bits);
   TGC_LAUNCHED("fa_mask_bits_kernel");
   uint8_t *sum = (uint8_t *)prep + fa_bits_bytes(mask_batch, Nq, Nk);
-  fa_mask_sum_kernel<<<tgc_blocks(mask_batch * ((Nq + 63) / 64) * W, 256), 256, 0, st>>>(bits, mask_batch, Nq, Nk, W, sum);
+  fa_mask_sum_kernel<<<tgc_blocks(mask_batch * ((Nq + 63) / 64) * W, 256), 256, 0, st>>>(bits, mask_batch, Nq, Nk, W,
+                                                                                         sum);
   TGC_LAUNCHED("fa_mask_sum_kernel");
   return TG_OK;
 }
@@ -203,9 +207,11 @@ __global__ void fa_delta_kernel(const T *__restrict__ o, const T *__restrict__ d
   const int lane = threadIdx.x & 31;
   if (r >= rows) return;
   float acc = 0.f;
-  for (int d = lane; d < Dv; d += 32) acc = fmaf(tgc_to_f(o[r * Dv + d]), tgc_to_f(dout[r * Dv + d]), acc);
+  for (int d = lane; d < Dv; d += 32)
+    acc = fmaf(tgc_to_f(o[r * Dv + d]), tgc_to_f(dout[r * Dv + d]), acc);
 #pragma unroll
-  for (int x = 16; x > 0; x >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, x);
+  for (int x = 16; x > 0; x >>= 1)
+    acc += __shfl_xor_sync(0xffffffffu, acc, x);
   if (lane == 0) {
     const int64_t h = r % Hq, bi = r / Hq, i = bi % Nq, b = bi / Nq;
     delta[(b * Hq + h) * Nq + i] = acc;
@@ -222,8 +228,8 @@ __global__ void fa_dq_finish_kernel(T *__restrict__ dq, const float *__restrict_
 template <typename T>
 static tg_status fa_bwd_pre_post(const FaParams &p, cudaStream_t st, bool pre, int64_t rows, int64_t nq_elems) {
   if (pre) {
-    fa_delta_kernel<T><<<tgc_blocks(rows * 32, 256, 1LL << 30), 256, 0, st>>>((const T *)p.o, (const T *)p.dout, p.delta,
-                                                                             rows, p.Nq, p.Hq, p.Dv);
+    fa_delta_kernel<T><<<tgc_blocks(rows * 32, 256, 1LL << 30), 256, 0, st>>>((const T *)p.o, (const T *)p.dout,
+                                                                              p.delta, rows, p.Nq, p.Hq, p.Dv);
     TGC_LAUNCHED("fa_delta_kernel");
   } else {
     fa_dq_finish_kernel<T><<<tgc_blocks(nq_elems, 256, 132 * 64), 256, 0, st>>>((T *)p.dq, p.dq_acc, p.scale, nq_elems);
@@ -274,8 +280,8 @@ extern "C" tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_
   stt = fa_bwd_step(p, st, true, rows, nq_elems);
   if (stt != TG_OK) return stt;
   if (p.max_k > 0) {
-    const bool tc = p.dtype != TG_F32 && fa_backward_tc_has(p.D, p.Dv) && fa_aligned(q, k, v, dout) &&
-                    fa_aligned(dq, dk, dv, out);
+    const bool tc =
+        p.dtype != TG_F32 && fa_backward_tc_has(p.D, p.Dv) && fa_aligned(q, k, v, dout) && fa_aligned(dq, dk, dv, out);
     stt = tc ? fa_backward_tc(p, st) : fa_backward_generic(p, st);
     if (stt != TG_OK) return stt;
   }

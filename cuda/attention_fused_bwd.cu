@@ -24,7 +24,8 @@ template <int D, int NW, int BM_> struct BwdCfg {
 template <typename T, int D, int LDS, int NQT>
 __device__ __forceinline__ void fa_bwd_gemm_t(float (&acc)[NQT][4], const T *a_s, const T *b_s, int lane) {
 #pragma unroll
-  for (int nt = 0; nt < NQT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+  for (int nt = 0; nt < NQT; ++nt)
+    acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4];
@@ -69,7 +70,8 @@ __device__ __forceinline__ void fa_bwd_probs(float (&acc)[NQT][4], const float *
 // c[D/8][.] += A B with A the warp's packed 16 x 64 fragments (k = queries) and B the 64 x D
 // shared tile (rows = queries): dV += P^T dO and dK += dS^T Q.
 template <typename T, int D, int LDS, int KT>
-__device__ __forceinline__ void fa_bwd_gemm_acc(float (&c)[D / 8][4], const uint32_t (&a)[KT][4], const T *b_s, int lane) {
+__device__ __forceinline__ void fa_bwd_gemm_acc(float (&c)[D / 8][4], const uint32_t (&a)[KT][4], const T *b_s,
+                                                int lane) {
 #pragma unroll
   for (int kk = 0; kk < KT; ++kk)
 #pragma unroll
@@ -134,7 +136,8 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
-    for (int x = 0; x < 4; ++x) dk[dt][x] = dv[dt][x] = 0.f;
+    for (int x = 0; x < 4; ++x)
+      dk[dt][x] = dv[dt][x] = 0.f;
   int buf = 0;
   while (gi < p.group) {
     fa_cp_wait<0>();
@@ -160,7 +163,8 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
 #pragma unroll
     for (int kk = 0; kk < NQT / 2; ++kk)
 #pragma unroll
-      for (int x = 0; x < 4; ++x) pf[kk][x] = fa_pack<T>(acc[2 * kk + (x >> 1)][2 * (x & 1)], acc[2 * kk + (x >> 1)][2 * (x & 1) + 1]);
+      for (int x = 0; x < 4; ++x)
+        pf[kk][x] = fa_pack<T>(acc[2 * kk + (x >> 1)][2 * (x & 1)], acc[2 * kk + (x >> 1)][2 * (x & 1) + 1]);
     // dV += P^T dO (k = queries)
     fa_bwd_gemm_acc<T, D, LDS>(dv, pf, dos, lane);
     // dP^T = V dO^T; dS^T = P^T (dP^T - delta), packed likewise and stored for dQ
@@ -184,7 +188,8 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
       const int mq = w % MQT, dc0 = (w / MQT) * DQC;
       float dqa[DQT][4];
 #pragma unroll
-      for (int dt = 0; dt < DQT; ++dt) dqa[dt][0] = dqa[dt][1] = dqa[dt][2] = dqa[dt][3] = 0.f;
+      for (int dt = 0; dt < DQT; ++dt)
+        dqa[dt][0] = dqa[dt][1] = dqa[dt][2] = dqa[dt][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
         uint32_t a[4];
@@ -221,7 +226,8 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
     const int jg = n0 + w * 16 + g + 8 * hh;
     if (jg < s.Lk) {
       const int64_t off = (s.koff + jg) * kstr + (int64_t)hk * D + 2 * t;
-      uint32_t *dkr = reinterpret_cast<uint32_t *>((T *)p.dk + off), *dvr = reinterpret_cast<uint32_t *>((T *)p.dv + off);
+      uint32_t *dkr = reinterpret_cast<uint32_t *>((T *)p.dk + off),
+               *dvr = reinterpret_cast<uint32_t *>((T *)p.dv + off);
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
         float2 a = fa_unpack<T>(dkr[dt * 4]), b = fa_unpack<T>(dvr[dt * 4]);
@@ -235,7 +241,8 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
 template <typename T, int D, int NW, int BM> static tg_status fa_launch_bwd_tc(const FaParams &p, cudaStream_t st) {
   using C = BwdCfg<D, NW, BM>;
   auto kern = fa_bwd_tc_kernel<T, D, NW, BM>;
-  if (C::SMEM > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+  if (C::SMEM > 48 * 1024)
+    TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_k + C::BN - 1) / C::BN), (unsigned)p.Hkv, (unsigned)p.nz);
   kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
   TGC_LAUNCHED("fa_bwd_tc_kernel");
@@ -245,8 +252,7 @@ template <typename T, int D, int NW, int BM> static tg_status fa_launch_bwd_tc(c
 template <typename T> static tg_status fa_bwd_tc_dim(const FaParams &p, cudaStream_t st) {
   switch (p.D) {
   case 32: return fa_launch_bwd_tc<T, 32, 8, 64>(p, st);
-  case 64:
-    return fa_launch_bwd_tc<T, 64, 8, 64>(p, st);
+  case 64: return fa_launch_bwd_tc<T, 64, 8, 64>(p, st);
   case 96: return fa_launch_bwd_tc<T, 96, 8, 64>(p, st);
   case 128: return fa_launch_bwd_tc<T, 128, 8, 64>(p, st);
   }
@@ -361,7 +367,8 @@ template <typename T, int NC> __global__ void __launch_bounds__(128) fa_bwd_gene
         if (i0 + r < s.Lq) {
           float acc = 0.f;
 #pragma unroll
-          for (int j = 0; j < BN; ++j) acc = fmaf(sds[r * (BN + 1) + j], sKf[j * D + d], acc);
+          for (int j = 0; j < BN; ++j)
+            acc = fmaf(sds[r * (BN + 1) + j], sKf[j * D + d], acc);
           atomicAdd(p.dq_acc + ((s.qoff + i0 + r) * p.Hq + h) * (int64_t)D + d, acc);
         }
       }

@@ -46,13 +46,15 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
   const float sl2 = p.scale_log2;
 
   int j = jend > 0 ? (jend - 1) / BN : -1, cls = FA_EMPTY;
-  while (j >= 0 && (cls = fa_tile_class(p, s, i0, BM, j * BN, BN)) == FA_EMPTY) --j;
+  while (j >= 0 && (cls = fa_tile_class(p, s, i0, BM, j * BN, BN)) == FA_EMPTY)
+    --j;
 
   float o[MT][DT][4], mrow[MT][2], lrow[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt) o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
+    for (int dt = 0; dt < DT; ++dt)
+      o[mt][dt][0] = o[mt][dt][1] = o[mt][dt][2] = o[mt][dt][3] = 0.f;
     mrow[mt][0] = mrow[mt][1] = -INFINITY;
     lrow[mt][0] = lrow[mt][1] = 0.f;
   }
@@ -71,11 +73,13 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
     fa_cp_wait<0>();
     __syncthreads(); // tile j landed; every warp is done with the other buffer
     int jn = j - 1, cn = FA_EMPTY;
-    while (jn >= 0 && (cn = fa_tile_class(p, s, i0, BM, jn * BN, BN)) == FA_EMPTY) --jn;
+    while (jn >= 0 && (cn = fa_tile_class(p, s, i0, BM, jn * BN, BN)) == FA_EMPTY)
+      --jn;
     if (jn >= 0) {
       fa_load_tile<D, LDS, BN, THREADS>(sK + (buf ^ 1) * BN * LDS, kg + (int64_t)jn * BN * kstr, kstr, s.Lk - jn * BN);
       if (!PRUNE)
-        fa_load_tile<D, LDS, BN, THREADS>(sV + (buf ^ 1) * BN * LDS, vg + (int64_t)jn * BN * kstr, kstr, s.Lk - jn * BN);
+        fa_load_tile<D, LDS, BN, THREADS>(sV + (buf ^ 1) * BN * LDS, vg + (int64_t)jn * BN * kstr, kstr,
+                                          s.Lk - jn * BN);
     }
     fa_cp_commit();
     if (QREG && first) {
@@ -83,7 +87,8 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int kk = 0; kk < KS; ++kk)
-          fa_ldm_x4(qf[QREG ? mt : 0][QREG ? kk : 0], sQ + (w * MT * 16 + mt * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
+          fa_ldm_x4(qf[QREG ? mt : 0][QREG ? kk : 0],
+                    sQ + (w * MT * 16 + mt * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
     }
     first = false;
 
@@ -93,7 +98,8 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt) sc[mt][nt][0] = sc[mt][nt][1] = sc[mt][nt][2] = sc[mt][nt][3] = 0.f;
+      for (int nt = 0; nt < NT; ++nt)
+        sc[mt][nt][0] = sc[mt][nt][1] = sc[mt][nt][2] = sc[mt][nt][3] = 0.f;
 #pragma unroll
     for (int kk = 0; kk < KS; ++kk) {
       uint32_t a[MT][4];
@@ -101,7 +107,8 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
       for (int mt = 0; mt < MT; ++mt) {
         if (QREG) {
 #pragma unroll
-          for (int x = 0; x < 4; ++x) a[mt][x] = qf[QREG ? mt : 0][QREG ? kk : 0][x];
+          for (int x = 0; x < 4; ++x)
+            a[mt][x] = qf[QREG ? mt : 0][QREG ? kk : 0][x];
         } else {
           fa_ldm_x4(a[mt], sQ + (w * MT * 16 + mt * 16 + (lane & 15)) * LDS + kk * 16 + (lane >> 4) * 8);
         }
@@ -148,7 +155,8 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
       for (int hh = 0; hh < 2; ++hh) {
         float x = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt) x = fmaxf(x, fmaxf(sc[mt][nt][2 * hh], sc[mt][nt][2 * hh + 1]));
+        for (int nt = 0; nt < NT; ++nt)
+          x = fmaxf(x, fmaxf(sc[mt][nt][2 * hh], sc[mt][nt][2 * hh + 1]));
         x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
         mx[mt][hh] = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
       }
@@ -260,7 +268,8 @@ template <typename T, int D, int MT, int NW, int BN, bool QREG, bool PRUNE>
 static tg_status fa_launch_fwd_tc(const FaParams &p, cudaStream_t st) {
   using C = FwdCfg<D, MT, NW, BN, PRUNE>;
   auto kern = fa_fwd_tc_kernel<T, D, MT, NW, BN, QREG, PRUNE>;
-  if (C::SMEM > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+  if (C::SMEM > 48 * 1024)
+    TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_q + C::BM - 1) / C::BM), (unsigned)p.Hq, (unsigned)p.nz);
   kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
   TGC_LAUNCHED("fa_fwd_tc_kernel");
@@ -271,20 +280,16 @@ static tg_status fa_launch_fwd_tc(const FaParams &p, cudaStream_t st) {
 template <typename T, bool PRUNE> static tg_status fa_fwd_tc_dim(const FaParams &p, cudaStream_t st) {
   switch (p.D) {
   case 32: return fa_launch_fwd_tc<T, 32, 2, 4, 64, true, PRUNE>(p, st);
-  case 64:
-    return fa_launch_fwd_tc<T, 64, 2, 4, 64, true, PRUNE>(p, st);
+  case 64: return fa_launch_fwd_tc<T, 64, 2, 4, 64, true, PRUNE>(p, st);
   case 96: return fa_launch_fwd_tc<T, 96, 2, 4, 64, false, PRUNE>(p, st);
-  case 128:
-    return fa_launch_fwd_tc<T, 128, 2, 4, 64, false, PRUNE>(p, st);
+  case 128: return fa_launch_fwd_tc<T, 128, 2, 4, 64, false, PRUNE>(p, st);
   case 256: return fa_launch_fwd_tc<T, 256, 1, 4, 64, false, PRUNE>(p, st);
   }
   tgc_set_error("fused attention forward: no tensor-core kernel for D=%d", p.D);
   return TG_ERR_UNSUPPORTED;
 }
 
-bool fa_forward_tc_has(int D, int Dv) {
-  return D == Dv && (D == 32 || D == 64 || D == 96 || D == 128 || D == 256);
-}
+bool fa_forward_tc_has(int D, int Dv) { return D == Dv && (D == 32 || D == 64 || D == 96 || D == 128 || D == 256); }
 
 tg_status fa_forward_tc(const FaParams &p, cudaStream_t st) {
   if (p.dtype == TG_F16) return p.prune ? fa_fwd_tc_dim<__half, true>(p, st) : fa_fwd_tc_dim<__half, false>(p, st);
@@ -299,7 +304,8 @@ tg_status fa_forward_tc(const FaParams &p, cudaStream_t st) {
 // 16 query rows; thread (r, g) = (tid / 8, tid % 8) holds dims d = g + 8c of its row, and the 8
 // threads of a row reduce dot products with shuffles. Keys come in chunks of 32 through shared f32.
 // NC: dims per thread (8 for D, Dv <= 64, else 32).
-template <typename T, int NC, bool PRUNE> __global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
+template <typename T, int NC, bool PRUNE>
+__global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
   constexpr int BM = 16, BN = 32;
   extern __shared__ float fa_gsm[];
   const int D = p.D, Dv = p.Dv;
@@ -382,7 +388,8 @@ template <typename T, int NC, bool PRUNE> __global__ void __launch_bounds__(128)
     m = mnew;
     l *= alpha;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) o[c] *= alpha;
+    for (int c = 0; c < NC; ++c)
+      o[c] *= alpha;
 #pragma unroll
     for (int jj = 0; jj < BN; ++jj) {
       const float pv = exp2f(fmaf(sc[jj], sl2, -muse));
@@ -419,9 +426,11 @@ template <typename T, bool PRUNE> static tg_status fa_launch_fwd_generic(const F
 tg_status fa_forward_generic(const FaParams &p, cudaStream_t st) {
   switch (p.dtype) {
   case TG_F32: return p.prune ? fa_launch_fwd_generic<float, true>(p, st) : fa_launch_fwd_generic<float, false>(p, st);
-  case TG_F16: return p.prune ? fa_launch_fwd_generic<__half, true>(p, st) : fa_launch_fwd_generic<__half, false>(p, st);
+  case TG_F16:
+    return p.prune ? fa_launch_fwd_generic<__half, true>(p, st) : fa_launch_fwd_generic<__half, false>(p, st);
   case TG_BF16:
-    return p.prune ? fa_launch_fwd_generic<__nv_bfloat16, true>(p, st) : fa_launch_fwd_generic<__nv_bfloat16, false>(p, st);
+    return p.prune ? fa_launch_fwd_generic<__nv_bfloat16, true>(p, st)
+                   : fa_launch_fwd_generic<__nv_bfloat16, false>(p, st);
   default: break;
   }
   tgc_set_error("fused attention forward: dtype %d not supported", (int)p.dtype);

@@ -16,32 +16,32 @@ tg_status tgc_status_of(cudaError_t e);
 tg_status tgc_status_of_cublas(cublasStatus_t e);
 const char *tgc_cublas_string(cublasStatus_t e);
 
-#define TGC_CUDA(call)                                                                                     \
-  do {                                                                                                     \
-    cudaError_t tgc_e_ = (call);                                                                           \
-    if (tgc_e_ != cudaSuccess) {                                                                           \
-      tgc_set_error("%s: %s (%s:%d)", #call, cudaGetErrorString(tgc_e_), __FILE__, __LINE__);              \
-      return tgc_status_of(tgc_e_);                                                                        \
-    }                                                                                                      \
+#define TGC_CUDA(call)                                                                                                 \
+  do {                                                                                                                 \
+    cudaError_t tgc_e_ = (call);                                                                                       \
+    if (tgc_e_ != cudaSuccess) {                                                                                       \
+      tgc_set_error("%s: %s (%s:%d)", #call, cudaGetErrorString(tgc_e_), __FILE__, __LINE__);                          \
+      return tgc_status_of(tgc_e_);                                                                                    \
+    }                                                                                                                  \
   } while (0)
 
 // After a kernel launch: reports a launch failure (bad configuration, etc.).
-#define TGC_LAUNCHED(name)                                                                                 \
-  do {                                                                                                     \
-    cudaError_t tgc_e_ = cudaGetLastError();                                                               \
-    if (tgc_e_ != cudaSuccess) {                                                                           \
-      tgc_set_error("kernel %s: %s", name, cudaGetErrorString(tgc_e_));                                    \
-      return tgc_status_of(tgc_e_);                                                                        \
-    }                                                                                                      \
+#define TGC_LAUNCHED(name)                                                                                             \
+  do {                                                                                                                 \
+    cudaError_t tgc_e_ = cudaGetLastError();                                                                           \
+    if (tgc_e_ != cudaSuccess) {                                                                                       \
+      tgc_set_error("kernel %s: %s", name, cudaGetErrorString(tgc_e_));                                                \
+      return tgc_status_of(tgc_e_);                                                                                    \
+    }                                                                                                                  \
   } while (0)
 
-#define TGC_CUBLAS(call)                                                                                   \
-  do {                                                                                                     \
-    cublasStatus_t tgc_b_ = (call);                                                                        \
-    if (tgc_b_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
-      tgc_set_error("%s: %s (%s:%d)", #call, tgc_cublas_string(tgc_b_), __FILE__, __LINE__);               \
-      return tgc_status_of_cublas(tgc_b_);                                                                 \
-    }                                                                                                      \
+#define TGC_CUBLAS(call)                                                                                               \
+  do {                                                                                                                 \
+    cublasStatus_t tgc_b_ = (call);                                                                                    \
+    if (tgc_b_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+      tgc_set_error("%s: %s (%s:%d)", #call, tgc_cublas_string(tgc_b_), __FILE__, __LINE__);                           \
+      return tgc_status_of_cublas(tgc_b_);                                                                             \
+    }                                                                                                                  \
   } while (0)
 
 static inline unsigned tgc_blocks(long long n, int threads, long long cap = 65535LL * 32) {
@@ -57,15 +57,19 @@ template <> __device__ __forceinline__ float tgc_to_f<__half>(__half x) { return
 template <> __device__ __forceinline__ float tgc_to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T tgc_from_f(float x) { return (T)x; }
 template <> __device__ __forceinline__ __half tgc_from_f<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 tgc_from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 tgc_from_f<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 // ---------------------------------------------------------------- reductions (one home)
 __device__ __forceinline__ float tgc_warp_sum(float v) {
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o; o >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 __device__ __forceinline__ float tgc_warp_max(float v) {
-  for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  for (int o = 16; o; o >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 // Sum over the block, returned to every thread (blockDim.x a multiple of 32, <= 1024). Safe to call
@@ -83,23 +87,25 @@ __device__ __forceinline__ float tgc_row_sum(float v) {
 // Sum over the block in a fixed tree (same bits every run); the result is valid in thread 0.
 template <typename T> __device__ __forceinline__ T tgc_block_sum(T s) {
   __shared__ T sh[32];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int o = 16; o; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
   __syncthreads();
   s = T(0);
   if (threadIdx.x < 32) {
     s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : T(0);
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int o = 16; o; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
   }
   return s;
 }
 
 // Calls FN<float | __half | __nv_bfloat16>(...) for a float storage dtype; other dtypes are a
 // TG_ERR_DTYPE naming `what`.
-#define TGC_DISPATCH_FLOAT(dt, what, FN, ...)                                                              \
-  switch (dt) {                                                                                            \
-  case TG_F32: return FN<float>(__VA_ARGS__);                                                              \
-  case TG_F16: return FN<__half>(__VA_ARGS__);                                                             \
-  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                     \
-  default: tgc_set_error("dtype %s has no CUDA %s kernel", tg_dtype_name(dt), what); return TG_ERR_DTYPE;  \
+#define TGC_DISPATCH_FLOAT(dt, what, FN, ...)                                                                          \
+  switch (dt) {                                                                                                        \
+  case TG_F32: return FN<float>(__VA_ARGS__);                                                                          \
+  case TG_F16: return FN<__half>(__VA_ARGS__);                                                                         \
+  case TG_BF16: return FN<__nv_bfloat16>(__VA_ARGS__);                                                                 \
+  default: tgc_set_error("dtype %s has no CUDA %s kernel", tg_dtype_name(dt), what); return TG_ERR_DTYPE;              \
   }

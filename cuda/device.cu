@@ -27,7 +27,8 @@ extern "C" const char *tgc_error(void) { return g_err; }
 tg_status tgc_status_of(cudaError_t e) {
   if (e == cudaSuccess) return TG_OK;
   if (e == cudaErrorMemoryAllocation) return TG_ERR_OUT_OF_MEMORY;
-  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice) return TG_ERR_NO_DEVICE;
+  if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInvalidDevice)
+    return TG_ERR_NO_DEVICE;
   return TG_ERR_DEVICE;
 }
 
@@ -67,7 +68,7 @@ struct tgi_device {
   size_t *sizes;
   size_t cap, count;
   size_t current, peak;
-  int64_t fail_after; // -1: off
+  int64_t fail_after;   // -1: off
   cudaEvent_t h2d_done; // recorded after each asynchronous upload
   bool h2d_pending;
 };
@@ -94,7 +95,8 @@ static bool table_grow(tgi_device *d) {
   for (size_t i = 0; i < oc; i++)
     if (ok[i]) {
       size_t s = slot_of(d, ok[i]);
-      while (d->keys[s]) s = (s + 1) & (d->cap - 1);
+      while (d->keys[s])
+        s = (s + 1) & (d->cap - 1);
       d->keys[s] = ok[i];
       d->sizes[s] = os[i];
     }
@@ -106,7 +108,8 @@ static bool table_grow(tgi_device *d) {
 static bool table_put(tgi_device *d, void *p, size_t bytes) {
   if ((d->count + 1) * 2 > d->cap && !table_grow(d)) return false;
   size_t s = slot_of(d, p);
-  while (d->keys[s]) s = (s + 1) & (d->cap - 1);
+  while (d->keys[s])
+    s = (s + 1) & (d->cap - 1);
   d->keys[s] = p;
   d->sizes[s] = bytes;
   d->count++;
@@ -116,7 +119,8 @@ static bool table_put(tgi_device *d, void *p, size_t bytes) {
 static size_t table_take(tgi_device *d, void *p) {
   if (!d->cap) return 0;
   size_t s = slot_of(d, p);
-  while (d->keys[s] && d->keys[s] != p) s = (s + 1) & (d->cap - 1);
+  while (d->keys[s] && d->keys[s] != p)
+    s = (s + 1) & (d->cap - 1);
   if (!d->keys[s]) return 0;
   size_t bytes = d->sizes[s];
   d->keys[s] = NULL;
@@ -134,13 +138,13 @@ static size_t table_take(tgi_device *d, void *p) {
   return bytes;
 }
 
-#define DEV_TRY(call, what)                                                                                \
-  do {                                                                                                     \
-    cudaError_t e_ = (call);                                                                               \
-    if (e_ != cudaSuccess) {                                                                               \
-      snprintf(msg, TGI_MSG_CAP, "%s: %s", what, cudaGetErrorString(e_));                                  \
-      return tgc_status_of(e_);                                                                            \
-    }                                                                                                      \
+#define DEV_TRY(call, what)                                                                                            \
+  do {                                                                                                                 \
+    cudaError_t e_ = (call);                                                                                           \
+    if (e_ != cudaSuccess) {                                                                                           \
+      snprintf(msg, TGI_MSG_CAP, "%s: %s", what, cudaGetErrorString(e_));                                              \
+      return tgc_status_of(e_);                                                                                        \
+    }                                                                                                                  \
   } while (0)
 
 extern "C" int tgi_device_compiled(void) { return 1; }

@@ -128,8 +128,8 @@ static tg_status binary_bwd_one(cudaStream_t s, int op, int which, const T *othe
   return TG_OK;
 }
 
-template <typename T> static tg_status binary_fwd(cudaStream_t s, int op, const void *a, long long na, const void *b,
-                                                  long long nb, void *y) {
+template <typename T>
+static tg_status binary_fwd(cudaStream_t s, int op, const void *a, long long na, const void *b, long long nb, void *y) {
   long long n = na > nb ? na : nb;
   k_binary_fwd<T><<<tgc_blocks(n, 256), 256, 0, s>>>(op, (const T *)a, na, (const T *)b, nb, (T *)y, n);
   TGC_LAUNCHED("binary_fwd");
@@ -167,8 +167,8 @@ static tg_status unary_fwd(cudaStream_t s, int op, double al, const void *x, voi
 template <typename T>
 static tg_status unary_bwd(cudaStream_t s, int op, double al, const void *x, const void *y, const void *gy, void *gx,
                            long long n) {
-  k_unary_bwd<T><<<tgc_blocks(n, 256), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy,
-                                                     (T *)gx, n);
+  k_unary_bwd<T>
+      <<<tgc_blocks(n, 256), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy, (T *)gx, n);
   TGC_LAUNCHED("unary_bwd");
   return TG_OK;
 }
@@ -196,7 +196,8 @@ template <typename T> __device__ __forceinline__ float pack_sum(uint4 u) {
   memcpy(&v, &u, 16);
   float s = 0.f;
 #pragma unroll
-  for (int k = 0; k < pack16<T>::n; k++) s += tgc_to_f(v.e[k]);
+  for (int k = 0; k < pack16<T>::n; k++)
+    s += tgc_to_f(v.e[k]);
   return s;
 }
 
@@ -214,14 +215,17 @@ template <typename T> __global__ void k_sum_partial(const T *__restrict__ x, lon
     s1 += pack_sum<T>(b);
   }
   if (i < nv) s0 += pack_sum<T>(__ldg(xv + i));
-  for (long long k = nv * V + tid; k < n; k += stride) s1 += tgc_to_f(x[k]); // tail (or everything)
+  for (long long k = nv * V + tid; k < n; k += stride)
+    s1 += tgc_to_f(x[k]); // tail (or everything)
   float s = s0 + s1;
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int o = 16; o; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
   __syncthreads();
   if (threadIdx.x < 32) {
     s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int o = 16; o; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
     if (threadIdx.x == 0) part[blockIdx.x] = s;
   }
 }
@@ -230,13 +234,16 @@ template <typename T> __global__ void k_sum_partial(const T *__restrict__ x, lon
 template <typename T> __global__ void k_sum_final(const float *__restrict__ part, int np, float alpha, T *y) {
   __shared__ float sh[32];
   float s = 0.f;
-  for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
-  for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int i = threadIdx.x; i < np; i += blockDim.x)
+    s += part[i];
+  for (int o = 16; o; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = s;
   __syncthreads();
   if (threadIdx.x < 32) {
     s = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.f;
-    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    for (int o = 16; o; o >>= 1)
+      s += __shfl_xor_sync(0xffffffffu, s, o);
     if (threadIdx.x == 0) *y = tgc_from_f<T>(alpha * s);
   }
 }
@@ -270,7 +277,8 @@ __global__ void k_sum_bwd(const T *gy_dev, float gy_host, float alpha, long long
   T gt = tgc_from_f<T>(g);
   pack16<T> c;
 #pragma unroll
-  for (int k = 0; k < V; k++) c.e[k] = gt;
+  for (int k = 0; k < V; k++)
+    c.e[k] = gt;
   uint4 cu;
   memcpy(&cu, &c, 16);
   for (long long i = tid; i < nv; i += stride) {
@@ -279,7 +287,8 @@ __global__ void k_sum_bwd(const T *gy_dev, float gy_host, float alpha, long long
       pack16<T> v;
       memcpy(&v, &u, 16);
 #pragma unroll
-      for (int k = 0; k < V; k++) v.e[k] = tgc_from_f<T>(tgc_to_f(v.e[k]) + g);
+      for (int k = 0; k < V; k++)
+        v.e[k] = tgc_from_f<T>(tgc_to_f(v.e[k]) + g);
       memcpy(&u, &v, 16);
       xv[i] = u;
     } else {
@@ -293,8 +302,8 @@ __global__ void k_sum_bwd(const T *gy_dev, float gy_host, float alpha, long long
 template <typename T>
 static tg_status sum_bwd(cudaStream_t s, const void *gy_dev, double gy_host, long long n, double alpha, int add,
                          void *gx) {
-  k_sum_bwd<T><<<tgc_blocks((n + pack16<T>::n - 1) / pack16<T>::n, 256), 256, 0, s>>>(
-      (const T *)gy_dev, (float)gy_host, (float)alpha, n, add, (T *)gx);
+  k_sum_bwd<T><<<tgc_blocks((n + pack16<T>::n - 1) / pack16<T>::n, 256), 256, 0, s>>>((const T *)gy_dev, (float)gy_host,
+                                                                                      (float)alpha, n, add, (T *)gx);
   TGC_LAUNCHED("sum_bwd");
   return TG_OK;
 }

@@ -9,8 +9,8 @@
 extern "C" {
 #endif
 /* y[i, :] = table[ids[i], :], i < n, rows of D elements. */
-tg_status cuda_embedding_forward(tgc_stream s, tg_dtype dt, const void *table, int64_t V, int64_t D,
-                                 const int32_t *ids, int64_t n, void *y);
+tg_status cuda_embedding_forward(tgc_stream s, tg_dtype dt, const void *table, int64_t V, int64_t D, const int32_t *ids,
+                                 int64_t n, void *y);
 /* gtable[ids[i], :] += gy[i, :] with atomics (repeated ids accumulate; the order of the adds, and
  * so the rounding of f16/bf16 sums, is not fixed). */
 tg_status cuda_embedding_backward(tgc_stream s, tg_dtype dt, const void *gy, const int32_t *ids, int64_t n, int64_t V,

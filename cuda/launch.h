@@ -9,8 +9,8 @@
 extern "C" {
 #endif
 
-typedef struct CUstream_st *tgc_stream;      /* == cudaStream_t */
-typedef struct cublasContext *tgc_cublas;    /* == cublasHandle_t */
+typedef struct CUstream_st *tgc_stream;   /* == cudaStream_t */
+typedef struct cublasContext *tgc_cublas; /* == cublasHandle_t */
 
 /* Message of the last failed launcher on this thread. */
 const char *tgc_error(void);

@@ -13,13 +13,15 @@ template <typename T>
 __global__ void k_ln_fwd(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, float eps,
                          T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows,
                          long long n) {
-  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
     const T *xr = x + r * n;
     T *yr = y + r * n;
     // Work relative to k = x[r, 0]: mu = <x - k>, x - mean = (x - k) - mu. Rows far from zero
     // (|x| ~ 1e3) then keep their digits instead of losing them to an f32 mean near 1e3.
     float k = tgc_to_f(xr[0]), s = 0.f;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += tgc_to_f(xr[j]) - k;
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      s += tgc_to_f(xr[j]) - k;
     float mu = tgc_row_sum(s) / (float)n;
     float v = 0.f;
     for (long long j = threadIdx.x; j < n; j += blockDim.x) {
@@ -41,7 +43,8 @@ template <typename T>
 __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, const float *__restrict__ mean,
                             const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows,
                             long long n) {
-  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
     const T *xr = x + r * n, *gr = gy + r * n;
     T *dr = gx + r * n;
     float m = mean[r], rs = rstd[r], sg = 0.f, sgx = 0.f;
@@ -171,10 +174,9 @@ extern "C" tg_status cuda_layernorm_forward(tgc_stream s, tg_dtype dt, const voi
   DISPATCH(dt, ln_fwd, s, x, w, b, eps, y, mean, rstd, rows, n)
 }
 
-extern "C" tg_status cuda_layernorm_backward(tgc_stream s, tg_dtype dt, const void *x, const void *w,
-                                             const float *mean, const float *rstd, const void *gy, void *gx,
-                                             void *gw, void *gb, int64_t rows, int64_t n, void *workspace,
-                                             size_t workspace_bytes) {
+extern "C" tg_status cuda_layernorm_backward(tgc_stream s, tg_dtype dt, const void *x, const void *w, const float *mean,
+                                             const float *rstd, const void *gy, void *gx, void *gw, void *gb,
+                                             int64_t rows, int64_t n, void *workspace, size_t workspace_bytes) {
   if (rows <= 0 || n <= 0) return TG_OK;
   DISPATCH(dt, ln_bwd, s, x, w, mean, rstd, gy, gx, gw, gb, rows, n, workspace, workspace_bytes)
 }

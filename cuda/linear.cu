@@ -142,7 +142,8 @@ static bool fills_gpu(float waves) {
 static unsigned align_of(const void *p) {
   uintptr_t u = (uintptr_t)p;
   unsigned a = 256;
-  while (a > 1 && (u & (a - 1))) a >>= 1;
+  while (a > 1 && (u & (a - 1)))
+    a >>= 1;
   return a;
 }
 
@@ -194,7 +195,8 @@ static tg_status lt_gemm(const tgc_blas *h, const lt_gemm_args &g, bool *done) {
   LT_TRY(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
   LT_TRY(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
   LT_TRY(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-  if (g.epi != EPI_NONE) LT_TRY(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
+  if (g.epi != EPI_NONE)
+    LT_TRY(cublasLtMatmulDescSetAttribute(&op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias));
   // LtA = B's buffer, LtB = A's buffer, D = C = C's buffer (column-major rows, cols, ld)
   LT_TRY(cublasLtMatrixLayoutInit(&la, ty, g.tb ? K : N, g.tb ? N : K, (int64_t)(g.tb ? K : N)));
   LT_TRY(cublasLtMatrixLayoutInit(&lb, ty, g.ta ? M : K, g.ta ? K : M, (int64_t)(g.ta ? M : K)));
@@ -335,8 +337,8 @@ static tg_status colsum_any(cudaStream_t s, tg_dtype dt, const void *gy, long lo
 
 // ---------------------------------------------------------------- launchers
 
-extern "C" tg_status cuda_linear_forward(const tgc_blas *h, tg_dtype dt, const void *x, const void *w,
-                                         const void *bias, void *y, int64_t rows, int64_t in, int64_t out) {
+extern "C" tg_status cuda_linear_forward(const tgc_blas *h, tg_dtype dt, const void *x, const void *w, const void *bias,
+                                         void *y, int64_t rows, int64_t in, int64_t out) {
   // y[rows, out] = x[rows, in] · w[in, out] (+ bias): M = rows, N = out, K = in
   lt_gemm_args g = {dt, false, false, rows, out, in, x, w, y, 0.f, bias ? EPI_BIAS : EPI_NONE, (void *)bias, false};
   bool done = false;

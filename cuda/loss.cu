@@ -57,7 +57,8 @@ __global__ void k_ce_lse_warp(const T *__restrict__ x, const int32_t *__restrict
   int lane = threadIdx.x & 31;
   const T *row = x + r * C;
   MaxSum v = {-INFINITY, 0.f};
-  for (long long j = lane; j < C; j += 32) v = ms_add(v, tgc_to_f(row[j]));
+  for (long long j = lane; j < C; j += 32)
+    v = ms_add(v, tgc_to_f(row[j]));
   v = ms_warp(v);
   if (lane == 0) lse[r] = ms_lse(v);
 }
@@ -71,7 +72,8 @@ __global__ void k_ce_lse_block(const T *__restrict__ x, const int32_t *__restric
   if (tg[r] == ignore) return; // uniform over the block: no thread reaches the barrier
   const T *row = x + r * C;
   MaxSum v = {-INFINITY, 0.f};
-  for (long long j = threadIdx.x; j < C; j += CE_BLOCK) v = ms_add(v, tgc_to_f(row[j]));
+  for (long long j = threadIdx.x; j < C; j += CE_BLOCK)
+    v = ms_add(v, tgc_to_f(row[j]));
   v = ms_warp(v);
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -81,7 +83,6 @@ __global__ void k_ce_lse_block(const T *__restrict__ x, const int32_t *__restric
     if (threadIdx.x == 0) lse[r] = ms_lse(w);
   }
 }
-
 
 // *y = inv_count * sum over counted rows of (lse_r - x_r,t_r). One block: a deterministic order.
 template <typename T>
@@ -159,7 +160,8 @@ __global__ void k_mse_partial(const T *__restrict__ a, const T *__restrict__ b, 
 
 template <typename T> __global__ void k_mse_final(const float *__restrict__ part, int np, float inv_n, T *y) {
   float s = 0.f;
-  for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
+  for (int i = threadIdx.x; i < np; i += blockDim.x)
+    s += part[i];
   s = tgc_block_sum(s);
   if (threadIdx.x == 0) *y = tgc_from_f<T>(s * inv_n);
 }

@@ -2,7 +2,7 @@
 #include "common.cuh"
 #include "optim.h"
 
-#define GRID_STRIDE(i, n)                                                                                  \
+#define GRID_STRIDE(i, n)                                                                                              \
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
 template <typename T>
@@ -35,7 +35,6 @@ __global__ void k_adamw(T *__restrict__ p, const T *__restrict__ g, T *__restric
   }
 }
 
-
 // Block b writes the double sum of squares of its grid-stride elements to part[b].
 template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, long long n, double *__restrict__ part) {
   double s = 0;
@@ -50,7 +49,8 @@ template <typename T> __global__ void k_sumsq_partial(const T *__restrict__ g, l
 // One block adds the partials in a fixed order, so the norm does not depend on scheduling.
 __global__ void k_sumsq_final(const double *__restrict__ part, int np, double *acc) {
   double s = 0;
-  for (int i = threadIdx.x; i < np; i += blockDim.x) s += part[i];
+  for (int i = threadIdx.x; i < np; i += blockDim.x)
+    s += part[i];
   s = tgc_block_sum(s);
   if (threadIdx.x == 0) *acc += s;
 }
@@ -75,8 +75,8 @@ static tg_status clip_scale(cudaStream_t s, void *g, long long n, const double *
 }
 
 template <typename T>
-static tg_status sgd(cudaStream_t s, void *p, const void *g, void *buf, long long n, double lr, double mom,
-                     double damp, double wd, int nesterov, int first) {
+static tg_status sgd(cudaStream_t s, void *p, const void *g, void *buf, long long n, double lr, double mom, double damp,
+                     double wd, int nesterov, int first) {
   k_sgd<T><<<tgc_blocks(n, 256), 256, 0, s>>>((T *)p, (const T *)g, (T *)buf, n, (float)lr, (float)mom, (float)damp,
                                               (float)wd, nesterov, first);
   TGC_LAUNCHED("sgd_step");
@@ -88,8 +88,7 @@ static tg_status adamw(cudaStream_t s, void *p, const void *g, void *m, void *v,
                        double b2, double eps, double wd, double bc1, double bc2) {
   // scalars folded in double on the host, as PyTorch does with its python floats
   k_adamw<T><<<tgc_blocks(n, 256), 256, 0, s>>>((T *)p, (const T *)g, (T *)m, (T *)v, n, (float)b1, (float)b2,
-                                                (float)eps, (float)(1 - lr * wd), (float)(lr / bc1),
-                                                (float)sqrt(bc2));
+                                                (float)eps, (float)(1 - lr * wd), (float)(lr / bc1), (float)sqrt(bc2));
   TGC_LAUNCHED("adamw_step");
   return TG_OK;
 }
@@ -116,9 +115,8 @@ extern "C" tg_status cuda_sgd_step(tgc_stream s, tg_dtype dt, void *p, const voi
   DISPATCH(dt, sgd, s, p, grad, buf, n, lr, momentum, dampening, wd, nesterov, first)
 }
 
-extern "C" tg_status cuda_adamw_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, void *m, void *v,
-                                     int64_t n, double lr, double b1, double b2, double eps, double wd, double bc1,
-                                     double bc2) {
+extern "C" tg_status cuda_adamw_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, void *m, void *v, int64_t n,
+                                     double lr, double b1, double b2, double eps, double wd, double bc1, double bc2) {
   DISPATCH(dt, adamw, s, p, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2)
 }
 

@@ -14,7 +14,7 @@ template <typename T, bool ACC> __device__ __forceinline__ void put(T *dst, T v)
     *dst = v;
 }
 
-#define GRID_STRIDE(i, n)                                                                                  \
+#define GRID_STRIDE(i, n)                                                                                              \
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
 // y [A, n1, B, n0, C] from x [A, n0, B, n1, C]: y[a, j, b, i, c] = x[a, i, b, j, c]. Writes are
@@ -36,8 +36,7 @@ __global__ void k_transpose(const T *__restrict__ x, T *__restrict__ y, host_swa
 // shared tile, so both the reads and the writes are coalesced. The tile holds f32 when adding.
 constexpr int TILE = 32, TILE_ROWS = 8;
 template <typename T, bool ACC>
-__global__ void k_transpose_tile(const T *__restrict__ x, T *__restrict__ y, long long A, long long n0,
-                                 long long n1) {
+__global__ void k_transpose_tile(const T *__restrict__ x, T *__restrict__ y, long long A, long long n0, long long n1) {
   using S = typename std::conditional<ACC, float, T>::type;
   __shared__ S tile[TILE][TILE + 1];
   long long j0 = (long long)blockIdx.x * TILE, i0 = (long long)blockIdx.y * TILE;
@@ -68,8 +67,7 @@ __global__ void k_transpose_tile(const T *__restrict__ x, T *__restrict__ y, lon
   }
 }
 
-template <typename T, bool ACC>
-static tg_status transpose_t(cudaStream_t st, host_swap s, const void *x, void *y) {
+template <typename T, bool ACC> static tg_status transpose_t(cudaStream_t st, host_swap s, const void *x, void *y) {
   long long n = s.a * s.n0 * s.b * s.n1 * s.c;
   long long ti = (s.n0 + TILE - 1) / TILE, tj = (s.n1 + TILE - 1) / TILE;
   if (s.b == 1 && s.c == 1 && s.n0 > 1 && s.n1 > 1 && ti <= 65535 && tj <= 0x7fffffffLL) {
@@ -101,22 +99,23 @@ static tg_status cols_t(cudaStream_t st, long long rows, long long w, const void
 }
 
 // Copies dispatch on the element size, adds on the float dtype.
-#define DISPATCH_MOVE(dt, acc, FN, ...)                                                                    \
-  if (acc) {                                                                                               \
-    switch (dt) {                                                                                          \
-    case TG_F32: return FN<float, true>(__VA_ARGS__);                                                      \
-    case TG_F16: return FN<__half, true>(__VA_ARGS__);                                                     \
-    case TG_BF16: return FN<__nv_bfloat16, true>(__VA_ARGS__);                                             \
-    default: tgc_set_error("dtype %s has no CUDA gradient kernel for shape ops", tg_dtype_name(dt));       \
-      return TG_ERR_DTYPE;                                                                                 \
-    }                                                                                                      \
-  }                                                                                                        \
-  switch (tg_dtype_size(dt)) {                                                                             \
-  case 1: return FN<unsigned char, false>(__VA_ARGS__);                                                    \
-  case 2: return FN<unsigned short, false>(__VA_ARGS__);                                                   \
-  case 4: return FN<unsigned int, false>(__VA_ARGS__);                                                     \
-  case 8: return FN<unsigned long long, false>(__VA_ARGS__);                                               \
-  default: tgc_set_error("dtype %d has no CUDA copy kernel", (int)dt); return TG_ERR_DTYPE;                 \
+#define DISPATCH_MOVE(dt, acc, FN, ...)                                                                                \
+  if (acc) {                                                                                                           \
+    switch (dt) {                                                                                                      \
+    case TG_F32: return FN<float, true>(__VA_ARGS__);                                                                  \
+    case TG_F16: return FN<__half, true>(__VA_ARGS__);                                                                 \
+    case TG_BF16: return FN<__nv_bfloat16, true>(__VA_ARGS__);                                                         \
+    default:                                                                                                           \
+      tgc_set_error("dtype %s has no CUDA gradient kernel for shape ops", tg_dtype_name(dt));                          \
+      return TG_ERR_DTYPE;                                                                                             \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  switch (tg_dtype_size(dt)) {                                                                                         \
+  case 1: return FN<unsigned char, false>(__VA_ARGS__);                                                                \
+  case 2: return FN<unsigned short, false>(__VA_ARGS__);                                                               \
+  case 4: return FN<unsigned int, false>(__VA_ARGS__);                                                                 \
+  case 8: return FN<unsigned long long, false>(__VA_ARGS__);                                                           \
+  default: tgc_set_error("dtype %d has no CUDA copy kernel", (int)dt); return TG_ERR_DTYPE;                            \
   }
 
 extern "C" tg_status cuda_copy(tgc_stream s, void *dst, const void *src, size_t bytes) {
@@ -124,8 +123,7 @@ extern "C" tg_status cuda_copy(tgc_stream s, void *dst, const void *src, size_t 
   return TG_OK;
 }
 
-extern "C" tg_status cuda_transpose(tgc_stream s, tg_dtype dt, host_swap sw, const void *x, void *y,
-                                    int accumulate) {
+extern "C" tg_status cuda_transpose(tgc_stream s, tg_dtype dt, host_swap sw, const void *x, void *y, int accumulate) {
   DISPATCH_MOVE(dt, accumulate, transpose_t, s, sw, x, y)
 }
 

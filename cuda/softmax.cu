@@ -18,17 +18,22 @@ static __device__ float row_max(float v) {
 }
 
 // y = exp(x - max) / sum exp(x - max), per row.
-template <typename T> __global__ void k_softmax_fwd(const T *__restrict__ x, T *__restrict__ y, long long rows, long long n) {
-  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+template <typename T>
+__global__ void k_softmax_fwd(const T *__restrict__ x, T *__restrict__ y, long long rows, long long n) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
     const T *xr = x + r * n;
     T *yr = y + r * n;
     float m = -INFINITY;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, tgc_to_f(xr[j]));
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      m = fmaxf(m, tgc_to_f(xr[j]));
     m = row_max(m);
     float s = 0.f;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) s += expf(tgc_to_f(xr[j]) - m);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      s += expf(tgc_to_f(xr[j]) - m);
     float inv = 1.f / tgc_row_sum(s);
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) yr[j] = tgc_from_f<T>(expf(tgc_to_f(xr[j]) - m) * inv);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      yr[j] = tgc_from_f<T>(expf(tgc_to_f(xr[j]) - m) * inv);
   }
 }
 
@@ -36,11 +41,13 @@ template <typename T> __global__ void k_softmax_fwd(const T *__restrict__ x, T *
 template <typename T>
 __global__ void k_softmax_bwd(const T *__restrict__ y, const T *__restrict__ gy, T *__restrict__ gx, long long rows,
                               long long n) {
-  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows; r += (long long)gridDim.x * blockDim.y) {
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
     const T *yr = y + r * n, *gr = gy + r * n;
     T *dr = gx + r * n;
     float d = 0.f;
-    for (long long j = threadIdx.x; j < n; j += blockDim.x) d += tgc_to_f(gr[j]) * tgc_to_f(yr[j]);
+    for (long long j = threadIdx.x; j < n; j += blockDim.x)
+      d += tgc_to_f(gr[j]) * tgc_to_f(yr[j]);
     d = tgc_row_sum(d);
     for (long long j = threadIdx.x; j < n; j += blockDim.x)
       dr[j] = tgc_from_f<T>(tgc_to_f(dr[j]) + tgc_to_f(yr[j]) * (tgc_to_f(gr[j]) - d));
@@ -58,7 +65,8 @@ static void row_shape(long long rows, long long n, dim3 *grid, dim3 *block) {
   }
 }
 
-template <typename T> static tg_status softmax_fwd(cudaStream_t s, const void *x, void *y, long long rows, long long n) {
+template <typename T>
+static tg_status softmax_fwd(cudaStream_t s, const void *x, void *y, long long rows, long long n) {
   dim3 grid, block;
   row_shape(rows, n, &grid, &block);
   k_softmax_fwd<T><<<grid, block, 0, s>>>((const T *)x, (T *)y, rows, n);

@@ -51,14 +51,16 @@ int charlm_data_from_text(charlm_data *d, const unsigned char *text, int64_t n, 
   memset(d, 0, sizeof *d);
   if (n < 2) return fail(err, "the text has %lld bytes; expected at least 2", (long long)n);
   int seen[256] = {0};
-  for (int64_t i = 0; i < n; i++) seen[text[i]] = 1;
+  for (int64_t i = 0; i < n; i++)
+    seen[text[i]] = 1;
   for (int c = 0; c < 256; c++) {
     d->stoi[c] = seen[c] ? d->vocab : -1;
     if (seen[c]) d->itos[d->vocab++] = (unsigned char)c;
   }
   d->tokens = malloc((size_t)n);
   if (!d->tokens) return fail(err, "out of memory for %lld tokens", (long long)n);
-  for (int64_t i = 0; i < n; i++) d->tokens[i] = (uint8_t)d->stoi[text[i]];
+  for (int64_t i = 0; i < n; i++)
+    d->tokens[i] = (uint8_t)d->stoi[text[i]];
   d->n = n;
   d->n_train = n * 9 / 10;
   return 0;
@@ -110,8 +112,7 @@ int charlm_data_check_context(const charlm_data *d, int64_t context, char *err) 
     return fail(err,
                 "a context of %lld needs at least %lld tokens in each split, but the data has %lld "
                 "(train %lld, validation %lld); use a smaller --context or more data",
-                (long long)context, (long long)context + 1, (long long)d->n, (long long)d->n_train,
-                (long long)n_val);
+                (long long)context, (long long)context + 1, (long long)d->n, (long long)d->n_train, (long long)n_val);
   return 0;
 }
 
@@ -131,8 +132,8 @@ void charlm_batch(const charlm_data *d, int split, int64_t B, int64_t T, charlm_
 
 int charlm_config_check(const charlm_config *c, char *err) {
   if (c->layers < 1 || c->heads < 1 || c->d_model < 1 || c->context < 1 || c->vocab < 1)
-    return fail(err, "layers (%d), heads (%d), d_model (%d), context (%d) and vocab (%d) must all be >= 1",
-                c->layers, c->heads, c->d_model, c->context, c->vocab);
+    return fail(err, "layers (%d), heads (%d), d_model (%d), context (%d) and vocab (%d) must all be >= 1", c->layers,
+                c->heads, c->d_model, c->context, c->vocab);
   if (c->d_model % c->heads)
     return fail(err, "d_model %d is not a multiple of heads %d (each head gets d_model / heads dims)", c->d_model,
                 c->heads);
@@ -160,13 +161,13 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
   const double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->layers);
   uint64_t k = 0; /* every parameter draws from its own Philox key */
   tg_status s = TG_OK;
-#define PARAM(id, r, c, kind, a, b, flags)                                                                 \
-  do {                                                                                                     \
-    int64_t shp_[2] = {(r), (c)}, cols_ = (c);                                                             \
-    int nd_ = cols_ != 0 ? 2 : 1;                                                                          \
-    tg_init in_ = {(kind), (a), (b), splitmix64(seed ^ (++k * 0x9e3779b97f4a7c15ull))};                    \
-    if (!s) s = tg_tape_parameter_init(m->tape, TG_F32, nd_, shp_, &in_, (flags), &(id));                  \
-    if (!s) m->n_params += shp_[0] * (cols_ != 0 ? cols_ : 1);                                             \
+#define PARAM(id, r, c, kind, a, b, flags)                                                                             \
+  do {                                                                                                                 \
+    int64_t shp_[2] = {(r), (c)}, cols_ = (c);                                                                         \
+    int nd_ = cols_ != 0 ? 2 : 1;                                                                                      \
+    tg_init in_ = {(kind), (a), (b), splitmix64(seed ^ (++k * 0x9e3779b97f4a7c15ull))};                                \
+    if (!s) s = tg_tape_parameter_init(m->tape, TG_F32, nd_, shp_, &in_, (flags), &(id));                              \
+    if (!s) m->n_params += shp_[0] * (cols_ != 0 ? cols_ : 1);                                                         \
   } while (0)
   PARAM(m->wte, cfg->vocab, D, TG_INIT_NORMAL, 0, std, 0);
   PARAM(m->wpe, cfg->context, D, TG_INIT_NORMAL, 0, std, 0);
@@ -216,7 +217,8 @@ tg_id charlm_logits(charlm_model *m, tg_id x, int64_t B, int64_t T, int train) {
   if (T != c->context) {
     int32_t *ids = malloc((size_t)T * sizeof *ids);
     if (!ids) return TG_NO_ID;
-    for (int64_t i = 0; i < T; i++) ids[i] = (int32_t)i;
+    for (int64_t i = 0; i < T; i++)
+      ids[i] = (int32_t)i;
     tg_id pid = TG_NO_ID;
     tg_tape_input(t, TG_I32, 1, &T, ids, 0, &pid);
     free(ids);
@@ -248,8 +250,8 @@ static uint64_t step_seed(uint64_t seed, int64_t step) {
   return splitmix64(seed ^ splitmix64((uint64_t)step + 0x6a09e667f3bcc909ull));
 }
 
-static int batch_inputs(charlm_model *m, const int32_t *x, const int32_t *y, int64_t B, int64_t T, tg_id *xi,
-                        tg_id *yi, char *err) {
+static int batch_inputs(charlm_model *m, const int32_t *x, const int32_t *y, int64_t B, int64_t T, tg_id *xi, tg_id *yi,
+                        char *err) {
   int64_t shp[2] = {B, T};
   if (tg_tape_input(m->tape, TG_I32, 2, shp, x, 0, xi) || tg_tape_input(m->tape, TG_I32, 2, shp, y, 0, yi))
     return tape_fail(m, err, "tg_tape_input");
@@ -275,8 +277,8 @@ int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64
   return 0;
 }
 
-int charlm_evaluate(charlm_model *m, const charlm_data *d, int split, int iters, int64_t B, charlm_rng *r,
-                    double *mean, char *err) {
+int charlm_evaluate(charlm_model *m, const charlm_data *d, int split, int iters, int64_t B, charlm_rng *r, double *mean,
+                    char *err) {
   tg_tape *t = m->tape;
   const int64_t T = m->cfg.context;
   int32_t *x = malloc((size_t)(B * T) * sizeof *x), *y = malloc((size_t)(B * T) * sizeof *y);
@@ -288,8 +290,10 @@ int charlm_evaluate(charlm_model *m, const charlm_data *d, int split, int iters,
     double v = 0;
     tg_id xi, yi;
     charlm_batch(d, split, B, T, r, x, y);
-    if (tg_tape_reset(t)) rc = tape_fail(m, err, "tg_tape_reset");
-    else if (batch_inputs(m, x, y, B, T, &xi, &yi, err)) rc = -1;
+    if (tg_tape_reset(t))
+      rc = tape_fail(m, err, "tg_tape_reset");
+    else if (batch_inputs(m, x, y, B, T, &xi, &yi, err))
+      rc = -1;
     else if (tg_tape_scalar(t, tg_cross_entropy(t, charlm_logits(m, xi, B, T, 0), yi, TG_NO_IGNORE), &v))
       rc = tape_fail(m, err, "evaluation");
     sum += v;
@@ -343,8 +347,8 @@ static int draw(const float *logits, int V, double temperature, int top_k, charl
   return last;
 }
 
-int charlm_sample(charlm_model *m, const charlm_data *d, const int32_t *prompt, int n_prompt, int n,
-                  double temperature, int top_k, charlm_rng *r, char *out, char *err) {
+int charlm_sample(charlm_model *m, const charlm_data *d, const int32_t *prompt, int n_prompt, int n, double temperature,
+                  int top_k, charlm_rng *r, char *out, char *err) {
   tg_tape *t = m->tape;
   const int V = m->cfg.vocab, C = m->cfg.context;
   if (n_prompt < 1) return fail(err, "sampling needs a prompt of at least one token");
@@ -353,8 +357,10 @@ int charlm_sample(charlm_model *m, const charlm_data *d, const int32_t *prompt, 
   double *p = malloc((size_t)V * sizeof *p);
   float *sorted = malloc((size_t)V * sizeof *sorted);
   int rc = 0, prev = 1, len = n_prompt;
-  if (!seq || !logits || !p || !sorted) rc = fail(err, "out of memory for sampling");
-  else memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
+  if (!seq || !logits || !p || !sorted)
+    rc = fail(err, "out of memory for sampling");
+  else
+    memcpy(seq, prompt, (size_t)n_prompt * sizeof *seq);
   tg_tape_set_grad_enabled(t, 0, &prev);
   for (int i = 0; i < n && !rc; i++) {
     int64_t T = len < C ? len : C, shp[2] = {1, T};
@@ -395,7 +401,8 @@ int charlm_ckpt_save(charlm_model *m, const charlm_data *d, const char *path, co
   const charlm_config *c = &m->cfg;
   fprintf(f, "charlm-checkpoint 1\nlayers %d\nheads %d\nd_model %d\ncontext %d\nvocab %d\nvocab_bytes ", c->layers,
           c->heads, c->d_model, c->context, c->vocab);
-  for (int i = 0; i < d->vocab; i++) fprintf(f, "%02x", d->itos[i]);
+  for (int i = 0; i < d->vocab; i++)
+    fprintf(f, "%02x", d->itos[i]);
   fprintf(f, "\nstep %lld\nrng %llu\nelapsed %.17g\n", (long long)s->step, (unsigned long long)s->rng, s->elapsed_s);
   if (fclose(f)) return fail(err, "cannot write checkpoint sidecar '%s': %s", mp, strerror(errno));
   return 0;
@@ -405,8 +412,9 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
   char mp[4096], key[64], hex[600] = "", want[600] = "";
   meta_path(mp, sizeof mp, path);
   FILE *f = fopen(mp, "r");
-  if (!f) return fail(err, "cannot open checkpoint sidecar '%s': %s (was the checkpoint written by train_charlm?)", mp,
-                      strerror(errno));
+  if (!f)
+    return fail(err, "cannot open checkpoint sidecar '%s': %s (was the checkpoint written by train_charlm?)", mp,
+                strerror(errno));
   long long step = -1, L = -1, H = -1, Dm = -1, C = -1, V = -1;
   unsigned long long rng = 0;
   double elapsed = 0;
@@ -417,16 +425,26 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
   }
   while (fscanf(f, "%63s", key) == 1) {
     int ok = 1;
-    if (!strcmp(key, "layers")) ok = fscanf(f, "%lld", &L) == 1;
-    else if (!strcmp(key, "heads")) ok = fscanf(f, "%lld", &H) == 1;
-    else if (!strcmp(key, "d_model")) ok = fscanf(f, "%lld", &Dm) == 1;
-    else if (!strcmp(key, "context")) ok = fscanf(f, "%lld", &C) == 1;
-    else if (!strcmp(key, "vocab")) ok = fscanf(f, "%lld", &V) == 1;
-    else if (!strcmp(key, "vocab_bytes")) ok = fscanf(f, "%599s", hex) == 1;
-    else if (!strcmp(key, "step")) ok = fscanf(f, "%lld", &step) == 1;
-    else if (!strcmp(key, "rng")) ok = fscanf(f, "%llu", &rng) == 1;
-    else if (!strcmp(key, "elapsed")) ok = fscanf(f, "%lf", &elapsed) == 1;
-    else ok = fscanf(f, "%*s") == 0;
+    if (!strcmp(key, "layers"))
+      ok = fscanf(f, "%lld", &L) == 1;
+    else if (!strcmp(key, "heads"))
+      ok = fscanf(f, "%lld", &H) == 1;
+    else if (!strcmp(key, "d_model"))
+      ok = fscanf(f, "%lld", &Dm) == 1;
+    else if (!strcmp(key, "context"))
+      ok = fscanf(f, "%lld", &C) == 1;
+    else if (!strcmp(key, "vocab"))
+      ok = fscanf(f, "%lld", &V) == 1;
+    else if (!strcmp(key, "vocab_bytes"))
+      ok = fscanf(f, "%599s", hex) == 1;
+    else if (!strcmp(key, "step"))
+      ok = fscanf(f, "%lld", &step) == 1;
+    else if (!strcmp(key, "rng"))
+      ok = fscanf(f, "%llu", &rng) == 1;
+    else if (!strcmp(key, "elapsed"))
+      ok = fscanf(f, "%lf", &elapsed) == 1;
+    else
+      ok = fscanf(f, "%*s") == 0;
     if (!ok) {
       fclose(f);
       return fail(err, "checkpoint sidecar '%s' is malformed near '%s'", mp, key);
@@ -442,7 +460,8 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
                 "--context %lld (vocab %lld); this run has --layers %d --heads %d --d-model %d --context %d "
                 "(vocab %d). Pass the checkpoint's model flags or start without --resume",
                 path, L, H, Dm, C, V, c->layers, c->heads, c->d_model, c->context, c->vocab);
-  for (int i = 0; i < d->vocab; i++) snprintf(want + 2 * i, 3, "%02x", d->itos[i]);
+  for (int i = 0; i < d->vocab; i++)
+    snprintf(want + 2 * i, 3, "%02x", d->itos[i]);
   if (strcmp(hex, want))
     return fail(err, "checkpoint '%s' was trained on another vocabulary (another --data file?)", path);
   if (tg_tape_load(m->tape, path)) return fail(err, "loading checkpoint '%s': %s", path, tg_tape_error(m->tape));

@@ -21,23 +21,50 @@
 
 /* ------------------------------------------------------------ flags */
 enum {
-  F_DEVICE, F_ATTENTION, F_DTYPE, F_STEPS, F_LAYERS, F_HEADS, F_DMODEL, F_CONTEXT, F_BATCH, F_LR, F_MINLR,
-  F_WARMUP, F_WD, F_DROPOUT, F_CLIP, F_EVALINT, F_EVALITERS, F_LOGINT, F_SEED, F_DATA, F_OUT, F_SAVE, F_RESUME,
-  F_SAMPLE, F_TEMP, F_TOPK, NFLAGS
+  F_DEVICE,
+  F_ATTENTION,
+  F_DTYPE,
+  F_STEPS,
+  F_LAYERS,
+  F_HEADS,
+  F_DMODEL,
+  F_CONTEXT,
+  F_BATCH,
+  F_LR,
+  F_MINLR,
+  F_WARMUP,
+  F_WD,
+  F_DROPOUT,
+  F_CLIP,
+  F_EVALINT,
+  F_EVALITERS,
+  F_LOGINT,
+  F_SEED,
+  F_DATA,
+  F_OUT,
+  F_SAVE,
+  F_RESUME,
+  F_SAMPLE,
+  F_TEMP,
+  F_TOPK,
+  NFLAGS
 };
 typedef enum { T_INT, T_DBL, T_STR, T_CHOICE } ftype;
 typedef struct flag {
   const char *name;
   ftype type;
-  double lo, hi;   /* numbers: allowed range */
-  int lo_open;     /* 1: value must be > lo (not >=) ; hi is always inclusive except dropout */
+  double lo, hi; /* numbers: allowed range */
+  int lo_open;   /* 1: value must be > lo (not >=) ; hi is always inclusive except dropout */
   const char *gpu_def, *host_def, *help;
 } flag;
 
 static const flag FLAGS[NFLAGS] = {
-    [F_DEVICE] = {"device", T_CHOICE, 0, 0, 0, "cuda", "host", "cuda|host: runtime kind; host runs every node on the HOST provider"},
-    [F_ATTENTION] = {"attention", T_CHOICE, 0, 0, 0, "fused", "host", "host|composed|fused: provider of every MHA attention node"},
-    [F_DTYPE] = {"dtype", T_CHOICE, 0, 0, 0, "bf16", "f32", "f32|bf16: bf16 = mixed precision (bf16 matmuls/attention, f32 master weights, LN, loss)"},
+    [F_DEVICE] = {"device", T_CHOICE, 0, 0, 0, "cuda", "host",
+                  "cuda|host: runtime kind; host runs every node on the HOST provider"},
+    [F_ATTENTION] = {"attention", T_CHOICE, 0, 0, 0, "fused", "host",
+                     "host|composed|fused: provider of every MHA attention node"},
+    [F_DTYPE] = {"dtype", T_CHOICE, 0, 0, 0, "bf16", "f32",
+                 "f32|bf16: bf16 = mixed precision (bf16 matmuls/attention, f32 master weights, LN, loss)"},
     [F_STEPS] = {"steps", T_INT, 0, 1e9, 0, "5000", "1000", "training steps (lr decays to --min-lr over them)"},
     [F_LAYERS] = {"layers", T_INT, 1, 256, 0, "6", "2", "transformer blocks"},
     [F_HEADS] = {"heads", T_INT, 1, 1024, 0, "6", "2", "attention heads (must divide --d-model)"},
@@ -48,16 +75,21 @@ static const flag FLAGS[NFLAGS] = {
     [F_MINLR] = {"min-lr", T_DBL, 0, 10, 0, "1e-4", "3e-4", "final learning rate of the cosine decay (<= --lr)"},
     [F_WARMUP] = {"warmup", T_INT, 0, 1e9, 0, "100", "30", "linear warmup steps"},
     [F_WD] = {"weight-decay", T_DBL, 0, 10, 0, "0.1", "0.1", "AdamW weight decay on 2-D weights (not on LayerNorm)"},
-    [F_DROPOUT] = {"dropout", T_DBL, 0, 1, 0, "0.2", "0.0", "drop probability in [0, 1) (embeddings, attention out, MLP out)"},
+    [F_DROPOUT] = {"dropout", T_DBL, 0, 1, 0, "0.2", "0.0",
+                   "drop probability in [0, 1) (embeddings, attention out, MLP out)"},
     [F_CLIP] = {"clip", T_DBL, 0, 1e6, 0, "1.0", "1.0", "clip gradients to this global L2 norm; 0 = off"},
-    [F_EVALINT] = {"eval-interval", T_INT, 1, 1e9, 0, "250", "100", "evaluate train/val loss every N steps (and at the end)"},
+    [F_EVALINT] = {"eval-interval", T_INT, 1, 1e9, 0, "250", "100",
+                   "evaluate train/val loss every N steps (and at the end)"},
     [F_EVALITERS] = {"eval-iters", T_INT, 1, 1e6, 0, "200", "20", "batches per evaluation"},
     [F_LOGINT] = {"log-interval", T_INT, 1, 1e9, 0, "10", "10", "print the training loss every N steps"},
     [F_SEED] = {"seed", T_INT, 0, 9e18, 0, "1337", "1337", "seed of initialisation, batches, dropout and sampling"},
-    [F_DATA] = {"data", T_STR, 0, 0, 0, CHARLM_DEFAULT_DATA, CHARLM_DEFAULT_DATA, "training text (any bytes; vocabulary = its distinct bytes)"},
+    [F_DATA] = {"data", T_STR, 0, 0, 0, CHARLM_DEFAULT_DATA, CHARLM_DEFAULT_DATA,
+                "training text (any bytes; vocabulary = its distinct bytes)"},
     [F_OUT] = {"out", T_STR, 0, 0, 0, "out", "out", "directory for loss.csv, loss.svg, sample.txt"},
-    [F_SAVE] = {"save", T_STR, 0, 0, 0, "", "", "checkpoint path (+ PATH.meta), written at every evaluation and at the end"},
-    [F_RESUME] = {"resume", T_STR, 0, 0, 0, "", "", "checkpoint to continue from (same model flags; same step numbering, CSV continued)"},
+    [F_SAVE] = {"save", T_STR, 0, 0, 0, "", "",
+                "checkpoint path (+ PATH.meta), written at every evaluation and at the end"},
+    [F_RESUME] = {"resume", T_STR, 0, 0, 0, "", "",
+                  "checkpoint to continue from (same model flags; same step numbering, CSV continued)"},
     [F_SAMPLE] = {"sample-chars", T_INT, 0, 1e6, 0, "500", "300", "characters to generate at the end"},
     [F_TEMP] = {"temperature", T_DBL, 0, 100, 1, "0.8", "0.8", "sampling temperature (> 0)"},
     [F_TOPK] = {"top-k", T_INT, 0, 256, 0, "200", "200", "sample among the k most likely characters; 0 = all"},
@@ -154,7 +186,8 @@ static int parse_args(opts *o, int argc, char **argv, char *err) {
     const char *eq = strchr(arg, '=');
     size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
     int k = 0;
-    while (k < NFLAGS && !(strlen(FLAGS[k].name) == len && !strncmp(FLAGS[k].name, arg + 2, len))) k++;
+    while (k < NFLAGS && !(strlen(FLAGS[k].name) == len && !strncmp(FLAGS[k].name, arg + 2, len)))
+      k++;
     if (k == NFLAGS) {
       snprintf(err, CHARLM_ERR, "unknown flag '%.*s' (see --help)", (int)(len + 2), arg);
       return -1;
@@ -287,9 +320,11 @@ static void write_svg(const log_state *L, const char *title) {
   lmin = floor(lmin * 2) / 2; /* round to half nats for tidy ticks */
   lmax = ceil(lmax * 2) / 2;
 #define SX(s) (x0 + (x1 - x0) * (double)(s) / smax)
-#define SY(l) (y0 - (y0 - y1) * ((l) - lmin) / (lmax - lmin))
-  fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
-             "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", W, H);
+#define SY(l) (y0 - (y0 - y1) * ((l)-lmin) / (lmax - lmin))
+  fprintf(f,
+          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+          "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+          W, H);
   fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">%s</text>\n", W / 2, title);
   fprintf(f, "<path d=\"M%.0f %.0f V%.0f H%.0f\" stroke=\"black\" fill=\"none\"/>\n", x0, y1, y0, x1);
   for (int k = 0; k <= 5; k++) {
@@ -299,8 +334,10 @@ static void write_svg(const log_state *L, const char *title) {
     fprintf(f, "<path d=\"M%.0f %.1f H%.0f\" stroke=\"#ddd\"/>\n", x0, SY(l), x1);
   }
   fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n", (x0 + x1) / 2, H - 12);
-  fprintf(f, "<text x=\"18\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.0f)\">loss "
-             "(nats/char)</text>\n", (y0 + y1) / 2, (y0 + y1) / 2);
+  fprintf(f,
+          "<text x=\"18\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.0f)\">loss "
+          "(nats/char)</text>\n",
+          (y0 + y1) / 2, (y0 + y1) / 2);
   static const char *color[3] = {"#9ecae1", "#3182bd", "#e6550d"};
   for (int kind = 0; kind < 3; kind++) {
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" points=\"", color[kind], kind ? "2" : "1");
@@ -310,11 +347,13 @@ static void write_svg(const log_state *L, const char *title) {
     fprintf(f, "\"/>\n");
     for (size_t i = 0; kind && i < L->n; i++)
       if (L->rows[i].kind == kind && isfinite(L->rows[i].loss))
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", SX(L->rows[i].step),
-                SY(L->rows[i].loss), color[kind]);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", SX(L->rows[i].step), SY(L->rows[i].loss),
+                color[kind]);
     fprintf(f, "<rect x=\"%.0f\" y=\"%d\" width=\"14\" height=\"4\" fill=\"%s\"/><text x=\"%.0f\" y=\"%d\">%s</text>\n",
             x1 - 150, 62 + 18 * kind, color[kind], x1 - 130, 67 + 18 * kind,
-            kind == 0 ? "train (batch)" : kind == 1 ? "train (eval)" : "validation (eval)");
+            kind == 0   ? "train (batch)"
+            : kind == 1 ? "train (eval)"
+                        : "validation (eval)");
   }
 #undef SX
 #undef SY
@@ -390,8 +429,14 @@ int main(int argc, char **argv) {
   if (!gpu && tg_runtime_create_host(&rt)) return die(1, tg_last_error());
 
   const long long steps = o.i[F_STEPS], B = o.i[F_BATCH], T = o.i[F_CONTEXT];
-  charlm_config cfg = {(int)o.i[F_LAYERS], (int)o.i[F_HEADS], (int)o.i[F_DMODEL], (int)T, 0, o.d[F_DROPOUT],
-                       strcmp(o.s[F_DTYPE], "bf16") ? TG_F32 : TG_BF16, gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
+  charlm_config cfg = {(int)o.i[F_LAYERS],
+                       (int)o.i[F_HEADS],
+                       (int)o.i[F_DMODEL],
+                       (int)T,
+                       0,
+                       o.d[F_DROPOUT],
+                       strcmp(o.s[F_DTYPE], "bf16") ? TG_F32 : TG_BF16,
+                       gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
                        !strcmp(o.s[F_ATTENTION], "host")    ? TG_PROVIDER_HOST
                        : !strcmp(o.s[F_ATTENTION], "fused") ? TG_PROVIDER_CUDA_FUSED
                                                             : TG_PROVIDER_CUDA_COMPOSED};
@@ -486,11 +531,11 @@ int main(int argc, char **argv) {
       double window = t - t_log - eval_in_window; /* training time only */
       long long nsteps = step + 1 - log_from;
       double per_step = (t - t_start - eval_time) / (double)trained;
-      double eta = per_step * (double)(steps - step - 1) +
-                   last_eval * (double)((steps - step - 1) / o.i[F_EVALINT] + 1);
+      double eta =
+          per_step * (double)(steps - step - 1) + last_eval * (double)((steps - step - 1) / o.i[F_EVALINT] + 1);
       double tok_s = (double)(nsteps * B * T) / window;
-      printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | %7.1f ms/step | elapsed %s | ETA %s\n", step,
-             steps, lv, lr, tok_s, 1e3 * window / (double)nsteps, hms(elapsed0 + t - t_start, tb), hms(eta, tb2));
+      printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | %7.1f ms/step | elapsed %s | ETA %s\n", step, steps,
+             lv, lr, tok_s, 1e3 * window / (double)nsteps, hms(elapsed0 + t - t_start, tb), hms(eta, tb2));
       fflush(stdout);
       add_row(&L, (row){step, 0, lv, lr, tok_s, elapsed0 + t - t_start});
       t_log = now_s();

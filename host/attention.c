@@ -27,7 +27,8 @@ static int seq_of(const int32_t *cu, int n, int64_t i) {
 /* Keys 0 .. last (inclusive, clipped to [0, n)) as a contiguous run starting at first. */
 static int64_t run_keys(int64_t first, int64_t count, int64_t last, int32_t *keys) {
   int64_t c = last + 1 < count ? last + 1 : count;
-  for (int64_t j = 0; j < c; j++) keys[j] = (int32_t)(first + j);
+  for (int64_t j = 0; j < c; j++)
+    keys[j] = (int32_t)(first + j);
   return c > 0 ? c : 0;
 }
 
@@ -65,7 +66,8 @@ int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys
 
 static double dot(tg_dtype dt, const void *a, int64_t ia, const void *b, int64_t ib, int64_t n) {
   double s = 0;
-  for (int64_t c = 0; c < n; c++) s += ld(dt, a, ia + c) * ld(dt, b, ib + c);
+  for (int64_t c = 0; c < n; c++)
+    s += ld(dt, a, ia + c) * ld(dt, b, ib + c);
   return s;
 }
 
@@ -83,18 +85,21 @@ tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const h
       for (int64_t i = 0; i < sh->Nq; i++) {
         int64_t g = h / group, cnt = host_rel_row(rel, b, i, keys), o = OOFF(sh, b, i, h);
         double m = -INFINITY, l = 0, L = -INFINITY;
-        for (int64_t c = 0; c < sh->Dv; c++) acc[c] = 0;
+        for (int64_t c = 0; c < sh->Dv; c++)
+          acc[c] = 0;
         for (int64_t c = 0; c < cnt; c++) {
           s[c] = sh->scale * dot(dt, q, QOFF(sh, b, i, h), k, KOFF(sh, b, keys[c], g), sh->D);
           if (s[c] > m) m = s[c];
         }
         if (cnt > 0) {
-          for (int64_t c = 0; c < cnt; c++) l += exp(s[c] - m);
+          for (int64_t c = 0; c < cnt; c++)
+            l += exp(s[c] - m);
           L = m + log(l);
           for (int64_t c = 0; c < cnt; c++) {
             double p = exp(s[c] - L);
             int64_t vo = VOFF(sh, b, keys[c], g);
-            for (int64_t e = 0; e < sh->Dv; e++) acc[e] += p * ld(dt, v, vo + e);
+            for (int64_t e = 0; e < sh->Dv; e++)
+              acc[e] += p * ld(dt, v, vo + e);
           }
         }
         for (int64_t e = 0; e < sh->Dv; e++) {
@@ -151,7 +156,8 @@ tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const 
             gq[qo + e] += ds * ld(dt, k, ko + e);
             gk[ko + e] += ds * ld(dt, q, qo + e);
           }
-          for (int64_t e = 0; e < sh->Dv; e++) gv[vo + e] += p[c] * ld(dt, dout, oo + e);
+          for (int64_t e = 0; e < sh->Dv; e++)
+            gv[vo + e] += p[c] * ld(dt, dout, oo + e);
         }
       }
   add_into(dt, dq, gq, nq_el);

@@ -20,8 +20,8 @@ typedef enum { HOST_REL_DENSE = 0, HOST_REL_CAUSAL, HOST_REL_MASK, HOST_REL_VARL
 typedef struct host_attn_rel {
   host_rel_kind kind;
   int64_t nq, nk;
-  const uint8_t *mask;  /* MASK: [mask_batch or 1, nq, nk], nonzero = allowed */
-  int64_t mask_batch;   /* 0 or 1: shared by every batch entry; else one mask per entry */
+  const uint8_t *mask;        /* MASK: [mask_batch or 1, nq, nk], nonzero = allowed */
+  int64_t mask_batch;         /* 0 or 1: shared by every batch entry; else one mask per entry */
   const int32_t *cu_q, *cu_k; /* VARLEN: n_seqs + 1 offsets each */
   int n_seqs, causal;
   const int64_t *row_ptr; /* CSR: nq + 1 */

@@ -14,7 +14,7 @@ uint16_t host_f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1);                                            /* nearest even */
+  u += 0x7fffu + ((u >> 16) & 1);                                           /* nearest even */
   return (uint16_t)(u >> 16);
 }
 
@@ -28,11 +28,11 @@ uint16_t host_f32_to_f16(float f) {
   uint16_t sign = signbit(f) ? 0x8000 : 0;
   if (isnan(f)) return 0x7e00;
   double v = fabs((double)f);
-  if (v >= 65520.0) return sign | 0x7c00; /* rounds to infinity */
+  if (v >= 65520.0) return sign | 0x7c00;                             /* rounds to infinity */
   if (v < 0x1.0p-14) return sign | (uint16_t)nearbyint(v * 0x1.0p24); /* subnormal grid 2^-24 */
   int e;
-  double m = frexp(v, &e);           /* v = m 2^e, m in [0.5, 1) */
-  double q = nearbyint(m * 2048.0);  /* 11 significant bits, ties to even */
+  double m = frexp(v, &e);          /* v = m 2^e, m in [0.5, 1) */
+  double q = nearbyint(m * 2048.0); /* 11 significant bits, ties to even */
   if (q >= 2048.0) {
     q /= 2;
     e++;
@@ -61,5 +61,6 @@ static void store(tg_dtype dt, void *y, int64_t i, double v) {
 }
 
 void host_cast(tg_dtype src, const void *x, tg_dtype dst, void *y, int64_t n, int add) {
-  for (int64_t i = 0; i < n; i++) store(dst, y, i, (add ? load(dst, y, i) : 0.0) + load(src, x, i));
+  for (int64_t i = 0; i < n; i++)
+    store(dst, y, i, (add ? load(dst, y, i) : 0.0) + load(src, x, i));
 }

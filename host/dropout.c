@@ -17,11 +17,13 @@ void host_dropout_forward(tg_dtype dt, uint64_t seed, uint64_t call, double keep
   } else if (dt == TG_F32) {
     const float *px = x, s = (float)(1.0 / keep);
     float *py = y;
-    for (int64_t i = 0; i < n; i++) py[i] = host_dropout_keeps(seed, call, i, keep) ? px[i] * s : 0.0f;
+    for (int64_t i = 0; i < n; i++)
+      py[i] = host_dropout_keeps(seed, call, i, keep) ? px[i] * s : 0.0f;
   } else {
     const double *px = x, s = 1.0 / keep;
     double *py = y;
-    for (int64_t i = 0; i < n; i++) py[i] = host_dropout_keeps(seed, call, i, keep) ? px[i] * s : 0.0;
+    for (int64_t i = 0; i < n; i++)
+      py[i] = host_dropout_keeps(seed, call, i, keep) ? px[i] * s : 0.0;
   }
 }
 

@@ -11,6 +11,5 @@ int host_dropout_keeps(uint64_t seed, uint64_t call, int64_t i, double keep);
 /* y_i = kept(i) ? x_i * s : 0 with s = 1 / keep rounded to dt (the same product the device forms). */
 void host_dropout_forward(tg_dtype dt, uint64_t seed, uint64_t call, double keep, const void *x, void *y, int64_t n);
 /* gx_i += kept(i) ? gy_i * s : 0. */
-void host_dropout_backward(tg_dtype dt, uint64_t seed, uint64_t call, double keep, const void *gy, void *gx,
-                           int64_t n);
+void host_dropout_backward(tg_dtype dt, uint64_t seed, uint64_t call, double keep, const void *gy, void *gx, int64_t n);
 #endif

@@ -38,29 +38,33 @@ static inline double binary_f(host_binary_op op, double a, double b) {
   return op == HOST_ADD ? a + b : op == HOST_SUB ? a - b : a * b;
 }
 
-#define DEFINE_KERNELS(T, S)                                                                                \
-  static void bin_fwd_##S(host_binary_op op, const T *a, int64_t na, const T *b, int64_t nb, T *y) {        \
-    int64_t n = na > nb ? na : nb;                                                                          \
-    if (na == nb) {                                                                                         \
-      for (int64_t i = 0; i < n; i++) y[i] = (T)binary_f(op, a[i], b[i]);                                   \
-    } else {                                                                                                \
-      for (int64_t i = 0; i < n; i++) y[i] = (T)binary_f(op, a[i % na], b[i % nb]);                         \
-    }                                                                                                       \
-  }                                                                                                         \
-  static void bin_bwd_##S(host_binary_op op, const T *a, int64_t na, const T *b, int64_t nb, const T *gy,   \
-                          T *ga, T *gb) {                                                                   \
-    int64_t n = na > nb ? na : nb;                                                                          \
-    for (int64_t i = 0; i < n; i++) {                                                                       \
-      double g = gy[i];                                                                                     \
-      if (ga) ga[i % na] += (T)(op == HOST_MUL ? g * b[i % nb] : g);                                        \
-      if (gb) gb[i % nb] += (T)(op == HOST_MUL ? g * a[i % na] : op == HOST_SUB ? -g : g);                  \
-    }                                                                                                       \
-  }                                                                                                         \
-  static void un_fwd_##S(host_unary_op op, double al, const T *x, T *y, int64_t n) {                        \
-    for (int64_t i = 0; i < n; i++) y[i] = (T)unary_f(op, al, x[i]);                                        \
-  }                                                                                                         \
-  static void un_bwd_##S(host_unary_op op, double al, const T *x, const T *y, const T *gy, T *gx, int64_t n) { \
-    for (int64_t i = 0; i < n; i++) gx[i] += (T)(gy[i] * unary_df(op, al, x[i], y ? y[i] : 0));             \
+#define DEFINE_KERNELS(T, S)                                                                                           \
+  static void bin_fwd_##S(host_binary_op op, const T *a, int64_t na, const T *b, int64_t nb, T *y) {                   \
+    int64_t n = na > nb ? na : nb;                                                                                     \
+    if (na == nb) {                                                                                                    \
+      for (int64_t i = 0; i < n; i++)                                                                                  \
+        y[i] = (T)binary_f(op, a[i], b[i]);                                                                            \
+    } else {                                                                                                           \
+      for (int64_t i = 0; i < n; i++)                                                                                  \
+        y[i] = (T)binary_f(op, a[i % na], b[i % nb]);                                                                  \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  static void bin_bwd_##S(host_binary_op op, const T *a, int64_t na, const T *b, int64_t nb, const T *gy, T *ga,       \
+                          T *gb) {                                                                                     \
+    int64_t n = na > nb ? na : nb;                                                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      double g = gy[i];                                                                                                \
+      if (ga) ga[i % na] += (T)(op == HOST_MUL ? g * b[i % nb] : g);                                                   \
+      if (gb) gb[i % nb] += (T)(op == HOST_MUL ? g * a[i % na] : op == HOST_SUB ? -g : g);                             \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  static void un_fwd_##S(host_unary_op op, double al, const T *x, T *y, int64_t n) {                                   \
+    for (int64_t i = 0; i < n; i++)                                                                                    \
+      y[i] = (T)unary_f(op, al, x[i]);                                                                                 \
+  }                                                                                                                    \
+  static void un_bwd_##S(host_unary_op op, double al, const T *x, const T *y, const T *gy, T *gx, int64_t n) {         \
+    for (int64_t i = 0; i < n; i++)                                                                                    \
+      gx[i] += (T)(gy[i] * unary_df(op, al, x[i], y ? y[i] : 0));                                                      \
   }
 
 DEFINE_KERNELS(float, f32)

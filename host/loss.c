@@ -40,7 +40,8 @@ static double row_lse(tg_dtype dt, const void *x, int64_t off, int64_t C) {
   }
   if (m == -INFINITY) return -INFINITY; /* every logit -inf: exp(x - m) would be NaN */
   double s = 0;
-  for (int64_t j = 0; j < C; j++) s += exp(load(dt, x, off + j) - m);
+  for (int64_t j = 0; j < C; j++)
+    s += exp(load(dt, x, off + j) - m);
   return m + log(s);
 }
 

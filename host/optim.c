@@ -3,39 +3,41 @@
 
 #include <math.h>
 
-#define DEFINE_KERNELS(T, S)                                                                                 \
-  static void sgd_##S(T *p, const T *g, T *buf, int64_t n, double lr, double mom, double damp, double wd,   \
-                      int nesterov, int first) {                                                             \
-    for (int64_t i = 0; i < n; i++) {                                                                        \
-      double d = (double)g[i] + wd * (double)p[i];                                                           \
-      if (buf) {                                                                                             \
-        double b = first ? d : mom * (double)buf[i] + (1 - damp) * d;                                        \
-        buf[i] = (T)b;                                                                                       \
-        b = (double)buf[i]; /* the stored buffer is what the next step sees; use it now too */               \
-        d = nesterov ? d + mom * b : b;                                                                      \
-      }                                                                                                      \
-      p[i] = (T)((double)p[i] - lr * d);                                                                     \
-    }                                                                                                        \
-  }                                                                                                          \
-  static void adamw_##S(T *p, const T *g, T *m, T *v, int64_t n, double lr, double b1, double b2, double eps, \
-                        double wd, double bc1, double bc2) {                                                 \
-    double step = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;                                           \
-    for (int64_t i = 0; i < n; i++) {                                                                        \
-      double gi = g[i];                                                                                      \
-      double mi = b1 * (double)m[i] + (1 - b1) * gi;                                                         \
-      double vi = b2 * (double)v[i] + (1 - b2) * gi * gi;                                                    \
-      m[i] = (T)mi;                                                                                          \
-      v[i] = (T)vi;                                                                                          \
-      p[i] = (T)((double)p[i] * decay - step * mi / (sqrt(vi) / sbc2 + eps));                                \
-    }                                                                                                        \
-  }                                                                                                          \
-  static double sumsq_##S(const T *g, int64_t n) {                                                           \
-    double s = 0;                                                                                            \
-    for (int64_t i = 0; i < n; i++) s += (double)g[i] * (double)g[i];                                        \
-    return s;                                                                                                \
-  }                                                                                                          \
-  static void scale_##S(T *g, int64_t n, double s) {                                                         \
-    for (int64_t i = 0; i < n; i++) g[i] = (T)((double)g[i] * s);                                            \
+#define DEFINE_KERNELS(T, S)                                                                                           \
+  static void sgd_##S(T *p, const T *g, T *buf, int64_t n, double lr, double mom, double damp, double wd,              \
+                      int nesterov, int first) {                                                                       \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      double d = (double)g[i] + wd * (double)p[i];                                                                     \
+      if (buf) {                                                                                                       \
+        double b = first ? d : mom * (double)buf[i] + (1 - damp) * d;                                                  \
+        buf[i] = (T)b;                                                                                                 \
+        b = (double)buf[i]; /* the stored buffer is what the next step sees; use it now too */                         \
+        d = nesterov ? d + mom * b : b;                                                                                \
+      }                                                                                                                \
+      p[i] = (T)((double)p[i] - lr * d);                                                                               \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  static void adamw_##S(T *p, const T *g, T *m, T *v, int64_t n, double lr, double b1, double b2, double eps,          \
+                        double wd, double bc1, double bc2) {                                                           \
+    double step = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;                                                     \
+    for (int64_t i = 0; i < n; i++) {                                                                                  \
+      double gi = g[i];                                                                                                \
+      double mi = b1 * (double)m[i] + (1 - b1) * gi;                                                                   \
+      double vi = b2 * (double)v[i] + (1 - b2) * gi * gi;                                                              \
+      m[i] = (T)mi;                                                                                                    \
+      v[i] = (T)vi;                                                                                                    \
+      p[i] = (T)((double)p[i] * decay - step * mi / (sqrt(vi) / sbc2 + eps));                                          \
+    }                                                                                                                  \
+  }                                                                                                                    \
+  static double sumsq_##S(const T *g, int64_t n) {                                                                     \
+    double s = 0;                                                                                                      \
+    for (int64_t i = 0; i < n; i++)                                                                                    \
+      s += (double)g[i] * (double)g[i];                                                                                \
+    return s;                                                                                                          \
+  }                                                                                                                    \
+  static void scale_##S(T *g, int64_t n, double s) {                                                                   \
+    for (int64_t i = 0; i < n; i++)                                                                                    \
+      g[i] = (T)((double)g[i] * s);                                                                                    \
   }
 
 DEFINE_KERNELS(float, f32)
@@ -57,9 +59,7 @@ void host_adamw_step(tg_dtype dt, void *p, const void *grad, void *m, void *v, i
     adamw_f64(p, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
-double host_sumsq(tg_dtype dt, const void *g, int64_t n) {
-  return dt == TG_F32 ? sumsq_f32(g, n) : sumsq_f64(g, n);
-}
+double host_sumsq(tg_dtype dt, const void *g, int64_t n) { return dt == TG_F32 ? sumsq_f32(g, n) : sumsq_f64(g, n); }
 
 void host_scale_inplace(tg_dtype dt, void *g, int64_t n, double s) {
   if (dt == TG_F32)

@@ -5,16 +5,20 @@
 
 host_swap host_swap_of(const int64_t *shape, int ndim, int d0, int d1) {
   int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) numel *= shape[i];
+  for (int i = 0; i < ndim; i++)
+    numel *= shape[i];
   host_swap s = {1, 1, 1, 1, numel};
   if (d0 == d1) return s; /* identity: one contiguous block */
   int lo = d0 < d1 ? d0 : d1, hi = d0 < d1 ? d1 : d0;
   s.c = 1;
-  for (int i = 0; i < lo; i++) s.a *= shape[i];
+  for (int i = 0; i < lo; i++)
+    s.a *= shape[i];
   s.n0 = shape[lo];
-  for (int i = lo + 1; i < hi; i++) s.b *= shape[i];
+  for (int i = lo + 1; i < hi; i++)
+    s.b *= shape[i];
   s.n1 = shape[hi];
-  for (int i = hi + 1; i < ndim; i++) s.c *= shape[i];
+  for (int i = hi + 1; i < ndim; i++)
+    s.c *= shape[i];
   return s;
 }
 
@@ -36,23 +40,25 @@ void host_transpose(size_t elem, host_swap s, const void *x, void *y) {
         }
 }
 
-#define DEFINE_ADDS(T, S)                                                                                     \
-  static void transpose_add_##S(host_swap s, const T *x, T *y) {                                              \
-    for (int64_t a = 0; a < s.a; a++)                                                                         \
-      for (int64_t j = 0; j < s.n1; j++)                                                                      \
-        for (int64_t b = 0; b < s.b; b++)                                                                     \
-          for (int64_t i = 0; i < s.n0; i++) {                                                                \
-            const T *src = x + swap_src(s, a, j, b, i);                                                       \
-            for (int64_t c = 0; c < s.c; c++) *y++ += src[c];                                                 \
-          }                                                                                                   \
-  }                                                                                                           \
-  static void cols_add_##S(int64_t rows, int64_t w, const T *src, int64_t sld, int64_t soff, T *dst,          \
-                           int64_t dld, int64_t doff) {                                                       \
-    for (int64_t r = 0; r < rows; r++) {                                                                      \
-      const T *s = src + r * sld + soff;                                                                      \
-      T *d = dst + r * dld + doff;                                                                             \
-      for (int64_t c = 0; c < w; c++) d[c] += s[c];                                                           \
-    }                                                                                                         \
+#define DEFINE_ADDS(T, S)                                                                                              \
+  static void transpose_add_##S(host_swap s, const T *x, T *y) {                                                       \
+    for (int64_t a = 0; a < s.a; a++)                                                                                  \
+      for (int64_t j = 0; j < s.n1; j++)                                                                               \
+        for (int64_t b = 0; b < s.b; b++)                                                                              \
+          for (int64_t i = 0; i < s.n0; i++) {                                                                         \
+            const T *src = x + swap_src(s, a, j, b, i);                                                                \
+            for (int64_t c = 0; c < s.c; c++)                                                                          \
+              *y++ += src[c];                                                                                          \
+          }                                                                                                            \
+  }                                                                                                                    \
+  static void cols_add_##S(int64_t rows, int64_t w, const T *src, int64_t sld, int64_t soff, T *dst, int64_t dld,      \
+                           int64_t doff) {                                                                             \
+    for (int64_t r = 0; r < rows; r++) {                                                                               \
+      const T *s = src + r * sld + soff;                                                                               \
+      T *d = dst + r * dld + doff;                                                                                     \
+      for (int64_t c = 0; c < w; c++)                                                                                  \
+        d[c] += s[c];                                                                                                  \
+    }                                                                                                                  \
   }
 
 DEFINE_ADDS(float, f32)

@@ -196,12 +196,12 @@ TG_API tg_status tg_tape_set_seed(tg_tape *tape, uint64_t seed);
  * copied. */
 
 /* A step value. flags: 0 or TG_REQUIRES_GRAD (float dtypes only). */
-TG_API tg_status tg_tape_input(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
-                               const void *data, unsigned flags, tg_id *out);
+TG_API tg_status tg_tape_input(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                               unsigned flags, tg_id *out);
 /* A trainable parameter: persists across tg_tape_reset, requires grad, is updated by the
  * optimizer steps. data may be NULL (zeros). flags: 0 or TG_NO_WEIGHT_DECAY. Float dtypes. */
-TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
-                                   const void *data, unsigned flags, tg_id *out);
+TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                   unsigned flags, tg_id *out);
 
 /* Initializers. Values are a pure function of (kind, a, b, seed, shape, dtype): the i-th
  * element (row-major) is drawn from Philox4x32-10 with key = seed and counter = i (two 32-bit
@@ -232,12 +232,10 @@ typedef struct tg_init {
 } tg_init;
 
 /* Fills a host buffer of numel elements of dtype (F32 or F64) per *init and the given shape. */
-TG_API tg_status tg_init_fill(const tg_init *init, tg_dtype dtype, int ndim, const int64_t *shape,
-                              void *dst);
+TG_API tg_status tg_init_fill(const tg_init *init, tg_dtype dtype, int ndim, const int64_t *shape, void *dst);
 /* tg_tape_parameter with values from an initializer. */
-TG_API tg_status tg_tape_parameter_init(tg_tape *tape, tg_dtype dtype, int ndim,
-                                        const int64_t *shape, const tg_init *init, unsigned flags,
-                                        tg_id *out);
+TG_API tg_status tg_tape_parameter_init(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
+                                        const tg_init *init, unsigned flags, tg_id *out);
 
 /* ---- reading and writing values */
 
@@ -375,8 +373,8 @@ TG_API tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int
  * sequence, key j allowed for query i when j <= i + len_k - len_q (bottom-right). */
 TG_API tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q,
                                     const int32_t *cu_seqlens_k, int causal, tg_relation **out);
-TG_API tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr,
-                                 const int32_t *col_idx, tg_relation **out);
+TG_API tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, const int32_t *col_idx,
+                                 tg_relation **out);
 /* Part p's queries and keys follow those of part p-1 (offsets add up); nothing crosses parts. */
 TG_API tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, tg_relation **out);
 TG_API void tg_relation_destroy(tg_relation *rel);
@@ -410,11 +408,11 @@ TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_rel
  * projected by Wo. Result [B, n, dModel]. Recorded as projection nodes plus one attention node
  * whose provider is opts->attention_provider (AUTO: the tape's provider). */
 typedef struct tg_mha_options {
-  int heads_q, heads_kv;           /* Hq, Hkv (0: Hkv = Hq) */
-  int causal;                      /* nonzero: causal relation (ignored when rel is set) */
-  const tg_relation *rel;          /* optional relation over (n, n), e.g. a boolean mask */
-  tg_provider attention_provider;  /* AUTO: the tape's current provider */
-  double scale;                    /* 0: 1/sqrt(D) */
+  int heads_q, heads_kv;          /* Hq, Hkv (0: Hkv = Hq) */
+  int causal;                     /* nonzero: causal relation (ignored when rel is set) */
+  const tg_relation *rel;         /* optional relation over (n, n), e.g. a boolean mask */
+  tg_provider attention_provider; /* AUTO: the tape's current provider */
+  double scale;                   /* 0: 1/sqrt(D) */
 } tg_mha_options;
 
 TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id wo, const tg_mha_options *opts);
@@ -461,31 +459,31 @@ TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
 typedef tg_id (*tg_gradcheck_fn)(tg_tape *tape, const tg_id *inputs, void *user);
 
 typedef struct tg_gradcheck_input {
-  tg_dtype dtype;       /* F64 for inputs to differentiate; I32 etc. for index inputs */
+  tg_dtype dtype; /* F64 for inputs to differentiate; I32 etc. for index inputs */
   int ndim;
   int64_t shape[TG_MAX_DIMS];
-  const void *data;     /* numel elements of dtype */
-  int differentiable;   /* nonzero: checked (must be F64) */
+  const void *data;   /* numel elements of dtype */
+  int differentiable; /* nonzero: checked (must be F64) */
 } tg_gradcheck_input;
 
 typedef struct tg_gradcheck_options {
-  double eps;  /* finite-difference step (default 1e-6) */
-  double atol; /* default 1e-5 */
-  double rtol; /* default 1e-3: passes when |a - n| <= atol + rtol * |n| */
-  int fast_mode; /* nonzero: compare directional derivatives along random unit directions */
-  int fast_directions; /* directions per input in fast mode (default 4) */
-  uint64_t seed;       /* for fast-mode directions */
+  double eps;           /* finite-difference step (default 1e-6) */
+  double atol;          /* default 1e-5 */
+  double rtol;          /* default 1e-3: passes when |a - n| <= atol + rtol * |n| */
+  int fast_mode;        /* nonzero: compare directional derivatives along random unit directions */
+  int fast_directions;  /* directions per input in fast mode (default 4) */
+  uint64_t seed;        /* for fast-mode directions */
   tg_provider provider; /* provider the callback's ops run on (default AUTO) */
 } tg_gradcheck_options;
 
 typedef struct tg_gradcheck_result {
   int passed;
-  int worst_input;       /* index of the input with the worst element (-1 if none checked) */
-  int64_t worst_index;   /* flat element index (fast mode: direction index) */
+  int worst_input;          /* index of the input with the worst element (-1 if none checked) */
+  int64_t worst_index;      /* flat element index (fast mode: direction index) */
   double analytic, numeric; /* at the worst element */
-  double abs_err;        /* |analytic - numeric| there */
-  double excess;         /* abs_err - (atol + rtol |numeric|); > 0 means failure */
-  int64_t checked;       /* elements (or directions) compared */
+  double abs_err;           /* |analytic - numeric| there */
+  double excess;            /* abs_err - (atol + rtol |numeric|); > 0 means failure */
+  int64_t checked;          /* elements (or directions) compared */
 } tg_gradcheck_result;
 
 /* Defaults as documented above. */

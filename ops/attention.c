@@ -63,24 +63,50 @@ static void host_shape(const attn_state *st, host_attn_shape *hs) {
 /* ------------------------------------------------------------ CUDA glue */
 #ifdef TIGA_HAVE_CUDA
 static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
-  static const tgc_attn_kind kinds[] = {TGC_ATTN_DENSE, TGC_ATTN_CAUSAL, TGC_ATTN_MASK, TGC_ATTN_VARLEN,
-                                        TGC_ATTN_MASK, TGC_ATTN_MASK};
+  static const tgc_attn_kind kinds[] = {TGC_ATTN_DENSE,  TGC_ATTN_CAUSAL, TGC_ATTN_MASK,
+                                        TGC_ATTN_VARLEN, TGC_ATTN_MASK,   TGC_ATTN_MASK};
   const tg_relation *r = &st->rel;
   memset(sh, 0, sizeof *sh);
-  *sh = (tgc_attn_shape){.B = st->B, .Nq = st->Nq, .Nk = st->Nk, .Hq = (int)st->Hq, .Hkv = (int)st->Hkv,
-                         .D = (int)st->D, .Dv = (int)st->Dv, .dtype = dt, .scale = (float)st->scale,
-                         .kind = kinds[r->kind], .mask_prep = st->d_prep, .mask_batch = r->mask_batch > 1 ? r->mask_batch : 1,
-                         .cu_q = st->d_cu_q, .cu_k = st->d_cu_k, .n_seqs = r->n_seqs, .max_q = r->max_q,
-                         .max_k = r->max_k, .varlen_causal = r->causal, .prune_rho = (float)st->prune};
+  *sh = (tgc_attn_shape){.B = st->B,
+                         .Nq = st->Nq,
+                         .Nk = st->Nk,
+                         .Hq = (int)st->Hq,
+                         .Hkv = (int)st->Hkv,
+                         .D = (int)st->D,
+                         .Dv = (int)st->Dv,
+                         .dtype = dt,
+                         .scale = (float)st->scale,
+                         .kind = kinds[r->kind],
+                         .mask_prep = st->d_prep,
+                         .mask_batch = r->mask_batch > 1 ? r->mask_batch : 1,
+                         .cu_q = st->d_cu_q,
+                         .cu_k = st->d_cu_k,
+                         .n_seqs = r->n_seqs,
+                         .max_q = r->max_q,
+                         .max_k = r->max_k,
+                         .varlen_causal = r->causal,
+                         .prune_rho = (float)st->prune};
 }
 
 static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh) {
   tgc_attn_shape f;
   fused_shape(st, dt, &f);
-  *sh = (tgc_comp_shape){.B = f.B, .Nq = f.Nq, .Nk = f.Nk, .Hq = f.Hq, .Hkv = f.Hkv, .D = f.D, .Dv = f.Dv,
-                         .dtype = dt, .scale = f.scale, .kind = f.kind, .mask = st->d_mask,
-                         .mask_batch = st->rel.kind == TG_REL_MASK ? st->rel.mask_batch : 0, .cu_q = f.cu_q,
-                         .cu_k = f.cu_k, .n_seqs = f.n_seqs, .varlen_causal = f.varlen_causal};
+  *sh = (tgc_comp_shape){.B = f.B,
+                         .Nq = f.Nq,
+                         .Nk = f.Nk,
+                         .Hq = f.Hq,
+                         .Hkv = f.Hkv,
+                         .D = f.D,
+                         .Dv = f.Dv,
+                         .dtype = dt,
+                         .scale = f.scale,
+                         .kind = f.kind,
+                         .mask = st->d_mask,
+                         .mask_batch = st->rel.kind == TG_REL_MASK ? st->rel.mask_batch : 0,
+                         .cu_q = f.cu_q,
+                         .cu_k = f.cu_k,
+                         .n_seqs = f.n_seqs,
+                         .varlen_causal = f.varlen_causal};
 }
 
 /* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
@@ -158,14 +184,16 @@ static bool check_shapes(tg_tape *t, const tgi_value *q, const tgi_value *k, con
                     tgi_shape_str(k->shape, 4, a, sizeof a), (long long)st->B, (long long)st->D,
                     tgi_shape_str(q->shape, 4, b, sizeof b));
   if (v->shape[0] != st->B || v->shape[1] != st->Nk || v->shape[2] != st->Hkv)
-    return tgi_fail(t, TG_ERR_SHAPE, "argument 'v' has shape %s; expected [B=%lld, Nk=%lld, Hkv=%lld, Dv] (from 'k' %s)",
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "argument 'v' has shape %s; expected [B=%lld, Nk=%lld, Hkv=%lld, Dv] (from 'k' %s)",
                     tgi_shape_str(v->shape, 4, a, sizeof a), (long long)st->B, (long long)st->Nk, (long long)st->Hkv,
                     tgi_shape_str(k->shape, 4, b, sizeof b));
   if (st->Hq % st->Hkv)
-    return tgi_fail(t, TG_ERR_SHAPE,
-                    "query heads Hq = %lld (argument 'q') are not a multiple of key/value heads Hkv = %lld (argument 'k'); "
-                    "expected Hq %% Hkv == 0",
-                    (long long)st->Hq, (long long)st->Hkv);
+    return tgi_fail(
+        t, TG_ERR_SHAPE,
+        "query heads Hq = %lld (argument 'q') are not a multiple of key/value heads Hkv = %lld (argument 'k'); "
+        "expected Hq %% Hkv == 0",
+        (long long)st->Hq, (long long)st->Hkv);
   if (st->Hq > INT32_MAX || st->D > INT32_MAX || st->Dv > INT32_MAX || st->Nq > INT32_MAX || st->Nk > INT32_MAX)
     return tgi_fail(t, TG_ERR_SHAPE, "sizes Nq=%lld Nk=%lld Hq=%lld D=%lld Dv=%lld; expected each at most %d",
                     (long long)st->Nq, (long long)st->Nk, (long long)st->Hq, (long long)st->D, (long long)st->Dv,
@@ -211,10 +239,11 @@ static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
 static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_dtype dt) {
   const tg_relation_kind kind = st->rel.kind;
   if (st->prune > 0 && p != TG_PROVIDER_CUDA_FUSED)
-    return tgi_fail(t, TG_ERR_UNSUPPORTED,
-                    "option 'block_prune_threshold' = %g needs provider CUDA_FUSED; provider %s computes exact attention "
-                    "only (use 0)",
-                    st->prune, tg_provider_name(p));
+    return tgi_fail(
+        t, TG_ERR_UNSUPPORTED,
+        "option 'block_prune_threshold' = %g needs provider CUDA_FUSED; provider %s computes exact attention "
+        "only (use 0)",
+        st->prune, tg_provider_name(p));
   if (st->prune > 0 && kind != TG_REL_DENSE && kind != TG_REL_CAUSAL)
     return tgi_fail(t, TG_ERR_UNSUPPORTED,
                     "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
@@ -222,10 +251,11 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     st->prune, tgi_rel_kind_name(kind));
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
   if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
-    return tgi_fail(t, TG_ERR_UNSUPPORTED,
-                    "argument 'rel' is a %s relation; provider CUDA_FUSED takes dense, causal, mask and varlen (the fused "
-                    "CSR path is a later issue; use CUDA_COMPOSED or HOST)",
-                    tgi_rel_kind_name(kind));
+    return tgi_fail(
+        t, TG_ERR_UNSUPPORTED,
+        "argument 'rel' is a %s relation; provider CUDA_FUSED takes dense, causal, mask and varlen (the fused "
+        "CSR path is a later issue; use CUDA_COMPOSED or HOST)",
+        tgi_rel_kind_name(kind));
 #ifdef TIGA_HAVE_CUDA
   tgc_attn_shape sh;
   fused_shape(st, dt, &sh);
@@ -295,7 +325,8 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     host_shape(st, &hs);
     if (host_attention_forward(dt, &hs, &hv, pq, pk, pv, po, pl))
       return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for attention scratch"), TG_NO_ID;
-    for (int64_t i = 0; plo && i < nrows; i++) plo[i] = (float)pl[i];
+    for (int64_t i = 0; plo && i < nrows; i++)
+      plo[i] = (float)pl[i];
     saved = pl, saved_bytes = (size_t)nrows * sizeof(double);
   } else {
 #ifdef TIGA_HAVE_CUDA
@@ -374,10 +405,11 @@ static tg_status attn_backward(tg_tape *t, tgi_node *n) {
   }
 #ifdef TIGA_HAVE_CUDA
   if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && st->prune > 0)
-    return tgi_fail(t, TG_ERR_UNSUPPORTED,
-                    "backward of a tile-pruned node (block_prune_threshold = %g) is not implemented: the fused backward "
-                    "is exact and would not match the pruned forward; train with block_prune_threshold = 0",
-                    st->prune),
+    return tgi_fail(
+               t, TG_ERR_UNSUPPORTED,
+               "backward of a tile-pruned node (block_prune_threshold = %g) is not implemented: the fused backward "
+               "is exact and would not match the pruned forward; train with block_prune_threshold = 0",
+               st->prune),
            TG_ERR_UNSUPPORTED;
   const void *gy = tgi_grad_d(t, out), *pq = tgi_read_d(t, q), *pk = tgi_read_d(t, k), *pv = tgi_read_d(t, v);
   const void *po = tgi_read_d(t, out);

@@ -42,7 +42,8 @@ static bool little_endian(void) {
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * FNV_PRIME;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * FNV_PRIME;
   return h;
 }
 
@@ -62,13 +63,15 @@ static void w_bytes(writer *w, const void *p, size_t n) {
 
 static void w_u64(writer *w, uint64_t x) {
   uint8_t b[8];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(x >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[i] = (uint8_t)(x >> (8 * i));
   w_bytes(w, b, 8);
 }
 
 static void w_u32(writer *w, uint32_t x) {
   uint8_t b[4];
-  for (int i = 0; i < 4; i++) b[i] = (uint8_t)(x >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    b[i] = (uint8_t)(x >> (8 * i));
   w_bytes(w, b, 4);
 }
 
@@ -96,7 +99,8 @@ static tg_status write_all(tg_tape *t, writer *w, size_t count, void *tmp) {
     index++;
     w_u32(w, v->dtype);
     w_u32(w, v->ndim);
-    for (int d = 0; d < v->ndim; d++) w_u64(w, (uint64_t)v->shape[d]);
+    for (int d = 0; d < v->ndim; d++)
+      w_u64(w, (uint64_t)v->shape[d]);
     w_u64(w, (uint64_t)v->opt_step);
     const tgi_buf *bufs[3] = {&v->data, &v->opt_m, &v->opt_v};
     for (int k = 0; k < 3; k++) {
@@ -187,7 +191,8 @@ static uint64_t r_u64(reader *r) {
   uint8_t b[8] = {0};
   r_bytes(r, b, 8);
   uint64_t x = 0;
-  for (int i = 0; i < 8; i++) x |= (uint64_t)b[i] << (8 * i);
+  for (int i = 0; i < 8; i++)
+    x |= (uint64_t)b[i] << (8 * i);
   return x;
 }
 
@@ -195,7 +200,8 @@ static uint32_t r_u32(reader *r) {
   uint8_t b[4] = {0};
   r_bytes(r, b, 4);
   uint32_t x = 0;
-  for (int i = 0; i < 4; i++) x |= (uint32_t)b[i] << (8 * i);
+  for (int i = 0; i < 4; i++)
+    x |= (uint32_t)b[i] << (8 * i);
   return x;
 }
 
@@ -249,7 +255,8 @@ static tg_status compare(const record *rec, const tgi_value *v, size_t index, ch
     return TG_ERR_DTYPE;
   }
   bool same = rec->ndim == v->ndim;
-  for (uint32_t d = 0; same && d < rec->ndim; d++) same = rec->shape[d] == v->shape[d];
+  for (uint32_t d = 0; same && d < rec->ndim; d++)
+    same = rec->shape[d] == v->shape[d];
   if (same) return TG_OK;
   snprintf(why, cap, "parameter %zu has shape %s in the checkpoint and %s on the tape", index,
            tgi_shape_str(rec->shape, (int)rec->ndim, a, sizeof a), tgi_shape_str(v->shape, v->ndim, b, sizeof b));
@@ -259,7 +266,8 @@ static tg_status compare(const record *rec, const tgi_value *v, size_t index, ch
 /* The tape's parameters in tg_tape_parameters order (malloc'd). */
 static tgi_value **param_list(tg_tape *t, size_t *count) {
   size_t n = 0;
-  for (uint32_t i = 0; i < t->nvals; i++) n += tgi_slot(t, i)->kind == TGI_PARAM;
+  for (uint32_t i = 0; i < t->nvals; i++)
+    n += tgi_slot(t, i)->kind == TGI_PARAM;
   *count = n;
   tgi_value **ps = malloc((n ? n : 1) * sizeof *ps);
   if (!ps) return NULL;
@@ -315,7 +323,7 @@ static tg_status check_file(tg_tape *t, FILE *f, const char *path, tgi_value **p
       }
     }
     continue;
-  corrupt_at: {
+  corrupt_at : {
     char tmp[TGI_MSG_CAP / 2];
     snprintf(tmp, sizeof tmp, "parameter %llu: %s", (unsigned long long)k, why);
     memcpy(why, tmp, sizeof why);

@@ -62,8 +62,7 @@ static tg_id binary(tg_tape *t, const char *name, host_binary_op op, tg_id a_id,
   if (!b) return TG_NO_ID;
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
   if (!p) return TG_NO_ID;
-  if (!tgi_need_float_for(t, p, "a", a) || !tgi_need_float_for(t, p, "b", b) ||
-      !tgi_need_same_dtype(t, "a", a, "b", b))
+  if (!tgi_need_float_for(t, p, "a", a) || !tgi_need_float_for(t, p, "b", b) || !tgi_need_same_dtype(t, "a", a, "b", b))
     return TG_NO_ID;
   const tgi_value *big = a->numel >= b->numel ? a : b, *small = big == a ? b : a;
   if (!broadcast_ok(big, small)) {
@@ -129,8 +128,8 @@ static tg_status unary_backward(tg_tape *t, tgi_node *n) {
 
 static void describe_alpha(const tgi_node *n, char *buf, size_t cap) { snprintf(buf, cap, "alpha=%g", n->p.f[1]); }
 
-#define UNARY_CAPS(name, str, desc)                                                                        \
-  static const tgi_capsule cap_##name##_host = {str, TG_PROVIDER_HOST, unary_backward, desc};             \
+#define UNARY_CAPS(name, str, desc)                                                                                    \
+  static const tgi_capsule cap_##name##_host = {str, TG_PROVIDER_HOST, unary_backward, desc};                          \
   static const tgi_capsule cap_##name##_cuda = {str, TG_PROVIDER_CUDA, unary_backward, desc};
 UNARY_CAPS(scale, "scale", describe_alpha)
 UNARY_CAPS(relu, "relu", NULL)

@@ -87,7 +87,8 @@ tg_id tg_embedding(tg_tape *t, tg_id table_id, tg_id ids_id) {
     return TG_NO_ID;
   }
   int64_t shape[TG_MAX_DIMS];
-  for (int i = 0; i < ids->ndim; i++) shape[i] = ids->shape[i];
+  for (int i = 0; i < ids->ndim; i++)
+    shape[i] = ids->shape[i];
   shape[ids->ndim] = D;
   tgi_value *y = tgi_result(t, (tg_dtype)table->dtype, ids->ndim + 1, shape);
   if (!y) return TG_NO_ID;

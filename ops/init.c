@@ -16,11 +16,13 @@ static float in_range_f32(double v, double lo, double hi) {
   if (!(hi > lo)) return f;
   if ((double)f >= hi) {
     float below = (float)hi;
-    while ((double)below >= hi) below = nextafterf(below, -INFINITY);
+    while ((double)below >= hi)
+      below = nextafterf(below, -INFINITY);
     if ((double)below >= lo) f = below;
   } else if ((double)f < lo) {
     float above = (float)lo;
-    while ((double)above < lo) above = nextafterf(above, INFINITY);
+    while ((double)above < lo)
+      above = nextafterf(above, INFINITY);
     if ((double)above < hi) f = above;
   }
   return f;
@@ -47,7 +49,8 @@ tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
     if (shape[i] <= 0) {
-      tgi_set_last_error("tg_init_fill: argument 'shape' has size %lld at dim %d; expected > 0", (long long)shape[i], i);
+      tgi_set_last_error("tg_init_fill: argument 'shape' has size %lld at dim %d; expected > 0", (long long)shape[i],
+                         i);
       return TG_ERR_SHAPE;
     }
     if (n > INT64_MAX / 16 / shape[i]) {
@@ -66,7 +69,8 @@ tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t
     fan_in = fan_out = (double)shape[0];
   } else if (ndim >= 2) {
     double rec = 1;
-    for (int i = 0; i < ndim - 2; i++) rec *= (double)shape[i];
+    for (int i = 0; i < ndim - 2; i++)
+      rec *= (double)shape[i];
     fan_in = (double)shape[ndim - 2] * rec;
     fan_out = (double)shape[ndim - 1] * rec;
   }
@@ -97,9 +101,7 @@ tg_status tg_init_fill(const tg_init *init, tg_dtype dt, int ndim, const int64_t
     kind = 1, lo = -r, hi = r;
     break;
   }
-  case TG_INIT_XAVIER_NORMAL:
-    kind = 2, mean = 0, std = gain * sqrt(2.0 / (fan_in + fan_out));
-    break;
+  case TG_INIT_XAVIER_NORMAL: kind = 2, mean = 0, std = gain * sqrt(2.0 / (fan_in + fan_out)); break;
   default:
     tgi_set_last_error("tg_init_fill: init kind %d is not a tg_init_kind", (int)init->kind);
     return TG_ERR_INVALID_ARGUMENT;

@@ -59,9 +59,8 @@ static void describe_layernorm(const tgi_node *n, char *buf, size_t cap) {
   snprintf(buf, cap, "n=%lld eps=%g%s", (long long)n->p.i[1], n->p.f[0], n->saved ? " saves mean,rstd" : "");
 }
 
-static const tgi_capsule cap_layernorm[2] = {
-    {"layernorm", TG_PROVIDER_HOST, layernorm_backward, describe_layernorm},
-    {"layernorm", TG_PROVIDER_CUDA, layernorm_backward, describe_layernorm}};
+static const tgi_capsule cap_layernorm[2] = {{"layernorm", TG_PROVIDER_HOST, layernorm_backward, describe_layernorm},
+                                             {"layernorm", TG_PROVIDER_CUDA, layernorm_backward, describe_layernorm}};
 
 /* w and b must be 1-D of length n = the last dim of x. */
 static bool need_row_param(tg_tape *t, const char *arg, const tgi_value *v, const tgi_value *x) {
@@ -80,8 +79,8 @@ tg_id tg_layernorm(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id, double eps) {
   tgi_value *b = w ? tgi_arg(t, "b", b_id) : NULL;
   if (!b) return TG_NO_ID;
   if (!(eps > 0) || !isfinite(eps)) {
-    tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'eps' is %g; expected a finite number > 0 (PyTorch's default is 1e-5)",
-             eps);
+    tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+             "argument 'eps' is %g; expected a finite number > 0 (PyTorch's default is 1e-5)", eps);
     return TG_NO_ID;
   }
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
@@ -90,7 +89,8 @@ tg_id tg_layernorm(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id, double eps) {
       !tgi_need_same_dtype(t, "x", x, "b", b))
     return TG_NO_ID;
   if (x->ndim < 1) {
-    tgi_fail(t, TG_ERR_SHAPE, "argument 'x' is a scalar (shape []); expected at least 1 dim (layernorm runs over the last)");
+    tgi_fail(t, TG_ERR_SHAPE,
+             "argument 'x' is a scalar (shape []); expected at least 1 dim (layernorm runs over the last)");
     return TG_NO_ID;
   }
   if (!need_row_param(t, "w", w, x) || !need_row_param(t, "b", b, x)) return TG_NO_ID;

@@ -89,7 +89,8 @@ tg_id tg_cross_entropy(tg_tape *t, tg_id logits_id, tg_id targets_id, int32_t ig
     return TG_NO_ID;
   }
   bool same = tg->ndim == x->ndim - 1;
-  for (int d = 0; same && d < tg->ndim; d++) same = tg->shape[d] == x->shape[d];
+  for (int d = 0; same && d < tg->ndim; d++)
+    same = tg->shape[d] == x->shape[d];
   if (!same) {
     tgi_fail(t, TG_ERR_SHAPE, "argument 'targets' has shape %s; expected %s (the leading dims of 'logits' %s)",
              tgi_shape_str(tg->shape, tg->ndim, st, sizeof st), tgi_shape_str(x->shape, x->ndim - 1, sw, sizeof sw),
@@ -105,8 +106,9 @@ tg_id tg_cross_entropy(tg_tape *t, tg_id logits_id, tg_id targets_id, int32_t ig
   if (bad >= 0) {
     char ign[48] = "";
     if (ignore_index != TG_NO_IGNORE) snprintf(ign, sizeof ign, " or ignore_index %d", (int)ignore_index);
-    tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'targets' holds %d at %s (row %lld); expected a class in [0, %lld)%s",
-             (int)ht[bad], index_str(bad, tg->shape, tg->ndim, st, sizeof st), (long long)bad, (long long)C, ign);
+    tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+             "argument 'targets' holds %d at %s (row %lld); expected a class in [0, %lld)%s", (int)ht[bad],
+             index_str(bad, tg->shape, tg->ndim, st, sizeof st), (long long)bad, (long long)C, ign);
     return TG_NO_ID;
   }
   tgi_value *in[2] = {x, tg};
@@ -192,7 +194,8 @@ tg_id tg_mse(tg_tape *t, tg_id a_id, tg_id b_id) {
       !tgi_need_same_dtype(t, "a", a, "b", b))
     return TG_NO_ID;
   bool same = a->ndim == b->ndim;
-  for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+  for (int d = 0; same && d < a->ndim; d++)
+    same = a->shape[d] == b->shape[d];
   if (!same) {
     char sa[TGI_SHAPE_STR_CAP], sb[TGI_SHAPE_STR_CAP];
     tgi_fail(t, TG_ERR_SHAPE, "arguments 'a' %s and 'b' %s must have the same shape",

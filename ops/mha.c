@@ -27,18 +27,24 @@ tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_i
            TG_NO_ID;
   int64_t Hq = opts->heads_q, Hkv = opts->heads_kv ? opts->heads_kv : opts->heads_q;
   if (Hq < 1 || Hkv < 1)
-    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "options heads_q = %d, heads_kv = %d; expected heads_q >= 1 and "
-                    "heads_kv >= 1 (0: heads_q)", opts->heads_q, opts->heads_kv), TG_NO_ID;
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "options heads_q = %d, heads_kv = %d; expected heads_q >= 1 and "
+                    "heads_kv >= 1 (0: heads_q)",
+                    opts->heads_q, opts->heads_kv),
+           TG_NO_ID;
   if (Hq % Hkv)
     return tgi_fail(t, TG_ERR_SHAPE, "option heads_q = %lld is not a multiple of heads_kv = %lld", (long long)Hq,
-                    (long long)Hkv), TG_NO_ID;
+                    (long long)Hkv),
+           TG_NO_ID;
   if ((int)opts->attention_provider < TG_PROVIDER_AUTO || (int)opts->attention_provider > TG_PROVIDER_CUDA_COMPOSED)
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option attention_provider is %d; expected a tg_provider",
-                    (int)opts->attention_provider), TG_NO_ID;
+                    (int)opts->attention_provider),
+           TG_NO_ID;
   char s[TGI_SHAPE_STR_CAP], want[128];
   if (x->ndim != 3)
     return tgi_fail(t, TG_ERR_SHAPE, "argument 'x' has shape %s; expected [B, n, dModel]",
-                    tgi_shape_str(x->shape, x->ndim, s, sizeof s)), TG_NO_ID;
+                    tgi_shape_str(x->shape, x->ndim, s, sizeof s)),
+           TG_NO_ID;
   int64_t B = x->shape[0], n = x->shape[1], dm = x->shape[2];
   snprintf(want, sizeof want, "[dModel=%lld, Hq*D] with Hq=%lld dividing the columns", (long long)dm, (long long)Hq);
   if (!need_2d(t, "wq", wq, dm, -1, want)) return TG_NO_ID;
@@ -46,7 +52,8 @@ tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_i
   int64_t D = wq->shape[1] / Hq;
   snprintf(want, sizeof want, "[dModel=%lld, Hkv*D=%lld]", (long long)dm, (long long)(Hkv * D));
   if (!need_2d(t, "wk", wk, dm, Hkv * D, want)) return TG_NO_ID;
-  snprintf(want, sizeof want, "[dModel=%lld, Hkv*Dv] with Hkv=%lld dividing the columns", (long long)dm, (long long)Hkv);
+  snprintf(want, sizeof want, "[dModel=%lld, Hkv*Dv] with Hkv=%lld dividing the columns", (long long)dm,
+           (long long)Hkv);
   if (!need_2d(t, "wv", wv, dm, -1, want)) return TG_NO_ID;
   if (wv->shape[1] % Hkv) return need_2d(t, "wv", wv, -1, -1, want), TG_NO_ID;
   int64_t Dv = wv->shape[1] / Hkv;

@@ -43,14 +43,15 @@ static tg_status begin(tg_tape *t, const char *fn, bool has_opts, const void *op
   }
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
-  if (has_opts && !opts) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
+  if (has_opts && !opts)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
   t->cur_op = fn; /* prefix of messages from the placement helpers */
   return TG_OK;
 }
 
 /* The option `name` must satisfy lo <= x (lo_open: lo < x) and x < hi (hi_open) / x <= hi. */
-static tg_status check_range(tg_tape *t, const char *fn, const char *name, double x, double lo, bool lo_open,
-                             double hi, bool hi_open) {
+static tg_status check_range(tg_tape *t, const char *fn, const char *name, double x, double lo, bool lo_open, double hi,
+                             bool hi_open) {
   bool ok = isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
   if (ok) return TG_OK;
   char range[96];
@@ -93,9 +94,10 @@ static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count
     if (!ok) {
       bool host = e->side == TGI_ON_HOST;
       free(it);
-      return tgi_error(t, TG_ERR_DTYPE, "%s: parameter %zu (id %lld) is %s with its gradient on the %s; the %s takes %s",
-                       fn, pos, (long long)tgi_id_of(t, v), tg_dtype_name(dt), host ? "host" : "device",
-                       host ? "host update" : "CUDA update", host ? "f32 or f64" : "f32, f16 or bf16 (f64 is host-only)");
+      return tgi_error(
+          t, TG_ERR_DTYPE, "%s: parameter %zu (id %lld) is %s with its gradient on the %s; the %s takes %s", fn, pos,
+          (long long)tgi_id_of(t, v), tg_dtype_name(dt), host ? "host" : "device", host ? "host update" : "CUDA update",
+          host ? "f32 or f64" : "f32, f16 or bf16 (f64 is host-only)");
     }
   }
   *items = it;
@@ -162,8 +164,8 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *o) {
                     o->nesterov, e->first);
     } else {
 #ifdef TIGA_HAVE_CUDA
-      tg_status ks = cuda_sgd_step(TGI_STREAM(t), (tg_dtype)e->v->dtype, b.p, b.g, b.m, e->v->numel, o->lr,
-                                   o->momentum, o->dampening, wd, o->nesterov, e->first);
+      tg_status ks = cuda_sgd_step(TGI_STREAM(t), (tg_dtype)e->v->dtype, b.p, b.g, b.m, e->v->numel, o->lr, o->momentum,
+                                   o->dampening, wd, o->nesterov, e->first);
       if (ks) {
         s = tgi_error(t, ks, "%s: CUDA update of parameter %zu failed: %s", fn, e->index, tgc_error());
         goto done;

@@ -25,15 +25,16 @@ static tg_status rel_error(tg_runtime *rt, tg_status s, const char *fn, const ch
 static tg_status rel_begin(tg_runtime *rt, const char *fn, tg_relation **out) {
   if (!rt) return rel_error(NULL, TG_ERR_INVALID_ARGUMENT, fn, "argument 'rt' is NULL; expected a runtime");
   if (!out)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'out' is NULL; expected a tg_relation** to receive the handle");
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                     "argument 'out' is NULL; expected a tg_relation** to receive the handle");
   *out = NULL;
   return TG_OK;
 }
 
 static tg_status check_size(tg_runtime *rt, const char *fn, const char *arg, int64_t n) {
   if (n < 1 || n > REL_MAX)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s' is %lld; expected 1 <= %s <= %d", arg, (long long)n,
-                     arg, REL_MAX);
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s' is %lld; expected 1 <= %s <= %d", arg,
+                     (long long)n, arg, REL_MAX);
   return TG_OK;
 }
 
@@ -56,7 +57,8 @@ void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, 
   r->nq = nq;
   r->nk = nk;
   if (kind == TG_REL_CAUSAL)
-    for (int64_t i = 0; i < nq; i++) r->allowed += causal_row(i, nq, nk);
+    for (int64_t i = 0; i < nq; i++)
+      r->allowed += causal_row(i, nq, nk);
   else
     r->allowed = nq * nk;
 }
@@ -102,7 +104,8 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
     return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld mask bytes)", (long long)n);
   }
   r->allowed = 0;
-  for (int64_t i = 0; i < n; i++) r->allowed += (m[i] = mask[i] != 0);
+  for (int64_t i = 0; i < n; i++)
+    r->allowed += (m[i] = mask[i] != 0);
   r->mask = m;
   r->mask_batch = batch;
   *out = r;
@@ -137,8 +140,8 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   if (s) return s;
   if (n_seqs < 1) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'n_seqs' is %d; expected >= 1", n_seqs);
   if (!cu_seqlens_q)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'cu_seqlens_q' is NULL; expected n_seqs + 1 = %d offsets",
-                     n_seqs + 1);
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                     "argument 'cu_seqlens_q' is NULL; expected n_seqs + 1 = %d offsets", n_seqs + 1);
   const int32_t *cu_k = cu_seqlens_k ? cu_seqlens_k : cu_seqlens_q;
   int32_t max_q, max_k;
   int64_t nq = check_offsets(rt, fn, "cu_seqlens_q", cu_seqlens_q, n_seqs, &max_q, &s);
@@ -164,7 +167,8 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   for (int i = 0; i < n_seqs; i++) {
     int64_t lq = q[i + 1] - q[i], lk = k[i + 1] - k[i];
     if (!r->causal) r->allowed += lq * lk;
-    for (int64_t a = 0; r->causal && a < lq; a++) r->allowed += causal_row(a, lq, lk);
+    for (int64_t a = 0; r->causal && a < lq; a++)
+      r->allowed += causal_row(a, lq, lk);
   }
   *out = r;
   return TG_OK;
@@ -185,15 +189,17 @@ tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t 
                      (long long)row_ptr[0]);
   for (int64_t i = 0; i < nq; i++)
     if (row_ptr[i + 1] < row_ptr[i])
-      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                       "argument 'row_ptr' has row_ptr[%lld] = %lld after row_ptr[%lld] = %lld; expected non-decreasing "
-                       "offsets",
-                       (long long)i + 1, (long long)row_ptr[i + 1], (long long)i, (long long)row_ptr[i]);
+      return rel_error(
+          rt, TG_ERR_INVALID_ARGUMENT, fn,
+          "argument 'row_ptr' has row_ptr[%lld] = %lld after row_ptr[%lld] = %lld; expected non-decreasing "
+          "offsets",
+          (long long)i + 1, (long long)row_ptr[i + 1], (long long)i, (long long)row_ptr[i]);
   int64_t nnz = row_ptr[nq];
   if (nnz > nq * nk)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                     "argument 'row_ptr' ends at nnz = %lld; expected at most nq * nk = %lld (columns are unique per row)",
-                     (long long)nnz, (long long)(nq * nk));
+    return rel_error(
+        rt, TG_ERR_INVALID_ARGUMENT, fn,
+        "argument 'row_ptr' ends at nnz = %lld; expected at most nq * nk = %lld (columns are unique per row)",
+        (long long)nnz, (long long)(nq * nk));
   if (nnz > 0 && !col_idx)
     return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'col_idx' is NULL; expected nnz = %lld column indices",
                      (long long)nnz);
@@ -234,10 +240,13 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
   int64_t nq = 0, nk = 0, nnz = 0;
   for (int p = 0; p < n; p++) {
     const tg_relation *r = parts[p];
-    if (!r) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'parts' has parts[%d] = NULL; expected a relation", p);
+    if (!r)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'parts' has parts[%d] = NULL; expected a relation",
+                       p);
     if (r->rt != rt)
       return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                       "argument 'parts' has parts[%d] built on another runtime; expected relations of runtime 'rt'", p);
+                       "argument 'parts' has parts[%d] built on another runtime; expected relations of runtime 'rt'",
+                       p);
     if (r->kind == TG_REL_MASK && r->mask_batch > 1)
       return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
                        "argument 'parts' has parts[%d], a per-batch mask (batch %lld); expected relations that are the "
@@ -246,8 +255,9 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
     nq += r->nq, nk += r->nk, nnz += r->allowed;
   }
   if (nq > REL_MAX || nk > REL_MAX)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "the parts add up to nq = %lld, nk = %lld; expected at most %d each",
-                     (long long)nq, (long long)nk, REL_MAX);
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                     "the parts add up to nq = %lld, nk = %lld; expected at most %d each", (long long)nq, (long long)nk,
+                     REL_MAX);
   tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);
   int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
   int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
@@ -263,7 +273,8 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
     tgi_rel_host_view(parts[p], &v);
     for (int64_t i = 0; i < parts[p]->nq; i++, row++) {
       int64_t c = host_rel_row(&v, 0, i, ci + e);
-      for (int64_t x = 0; x < c; x++) ci[e + x] += (int32_t)koff;
+      for (int64_t x = 0; x < c; x++)
+        ci[e + x] += (int32_t)koff;
       e += c;
       rp[row + 1] = e;
     }
@@ -301,8 +312,8 @@ tg_status tg_relation_info(const tg_relation *r, tg_relation_kind *kind, int64_t
 }
 
 void tgi_rel_host_view(const tg_relation *r, host_attn_rel *v) {
-  static const host_rel_kind map[] = {HOST_REL_DENSE, HOST_REL_CAUSAL, HOST_REL_MASK,
-                                      HOST_REL_VARLEN, HOST_REL_CSR, HOST_REL_CSR};
+  static const host_rel_kind map[] = {HOST_REL_DENSE,  HOST_REL_CAUSAL, HOST_REL_MASK,
+                                      HOST_REL_VARLEN, HOST_REL_CSR,    HOST_REL_CSR};
   memset(v, 0, sizeof *v);
   v->kind = map[r->kind];
   v->nq = r->nq;
@@ -325,5 +336,6 @@ const char *tgi_rel_kind_name(tg_relation_kind k) {
 void tgi_rel_dense_mask(const tg_relation *r, uint8_t *dst) {
   memset(dst, 0, (size_t)(r->nq * r->nk));
   for (int64_t i = 0; i < r->nq; i++)
-    for (int64_t e = r->row_ptr[i]; e < r->row_ptr[i + 1]; e++) dst[i * r->nk + r->col_idx[e]] = 1;
+    for (int64_t e = r->row_ptr[i]; e < r->row_ptr[i + 1]; e++)
+      dst[i * r->nk + r->col_idx[e]] = 1;
 }

@@ -122,8 +122,8 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
     out[i] = shape[i];
     if (shape[i] == -1) {
       if (infer >= 0)
-        return tgi_fail(t, TG_ERR_SHAPE, "argument 'shape' %s has -1 at dims %d and %d; at most one dim may be inferred",
-                        ss, infer, i),
+        return tgi_fail(t, TG_ERR_SHAPE,
+                        "argument 'shape' %s has -1 at dims %d and %d; at most one dim may be inferred", ss, infer, i),
                TG_NO_ID;
       infer = i;
     } else if (shape[i] <= 0) {
@@ -145,8 +145,8 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
                     sx, (long long)x->numel),
            TG_NO_ID;
   if (infer >= 0 && x->numel % known != 0)
-    return tgi_fail(t, TG_ERR_SHAPE, "argument 'shape' %s: no size for the -1 makes %lld elements (those of x %s)",
-                    ss, (long long)x->numel, sx),
+    return tgi_fail(t, TG_ERR_SHAPE, "argument 'shape' %s: no size for the -1 makes %lld elements (those of x %s)", ss,
+                    (long long)x->numel, sx),
            TG_NO_ID;
   if (infer >= 0) out[infer] = x->numel / known;
   tgi_value *y = tgi_result(t, (tg_dtype)x->dtype, ndim, out);
@@ -372,9 +372,10 @@ tg_id tg_slice(tg_tape *t, tg_id x_id, int64_t start, int64_t len) {
   int64_t W = last_dim(x);
   if (start < 0 || start >= W || len < 1 || len > W - start) {
     char sx[TGI_SHAPE_STR_CAP];
-    tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
-             "arguments 'start' %lld and 'len' %lld do not fit x %s; expected 0 <= start, 1 <= len, start + len <= %lld",
-             (long long)start, (long long)len, tgi_shape_str(x->shape, x->ndim, sx, sizeof sx), (long long)W);
+    tgi_fail(
+        t, TG_ERR_INVALID_ARGUMENT,
+        "arguments 'start' %lld and 'len' %lld do not fit x %s; expected 0 <= start, 1 <= len, start + len <= %lld",
+        (long long)start, (long long)len, tgi_shape_str(x->shape, x->ndim, sx, sizeof sx), (long long)W);
     return TG_NO_ID;
   }
   return tgi_done(t, slice_run(t, p, x, start, len));
@@ -382,7 +383,8 @@ tg_id tg_slice(tg_tape *t, tg_id x_id, int64_t start, int64_t len) {
 
 tg_id tg_split(tg_tape *t, tg_id x_id, int n, const int64_t *sizes, tg_id *outs) {
   if (outs)
-    for (int k = 0; k < n; k++) outs[k] = TG_NO_ID;
+    for (int k = 0; k < n; k++)
+      outs[k] = TG_NO_ID;
   if (!tgi_op_begin(t, "tg_split")) return TG_NO_ID;
   tgi_value *x = tgi_arg(t, "x", x_id);
   if (!x) return TG_NO_ID;
@@ -415,7 +417,8 @@ tg_id tg_split(tg_tape *t, tg_id x_id, int n, const int64_t *sizes, tg_id *outs)
   for (int k = 0; k < n; k++) {
     tgi_value *y = slice_run(t, p, x, start, sizes[k]);
     if (!y) {
-      for (int j = 0; j < k; j++) outs[j] = TG_NO_ID;
+      for (int j = 0; j < k; j++)
+        outs[j] = TG_NO_ID;
       return TG_NO_ID;
     }
     outs[k] = tgi_id_of(t, y);

@@ -49,7 +49,8 @@ tg_id tg_softmax(tg_tape *t, tg_id x_id) {
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
   if (!p || !tgi_need_float_for(t, p, "x", x)) return TG_NO_ID;
   if (x->ndim < 1) {
-    tgi_fail(t, TG_ERR_SHAPE, "argument 'x' is a scalar (shape []); expected at least 1 dim (softmax runs over the last)");
+    tgi_fail(t, TG_ERR_SHAPE,
+             "argument 'x' is a scalar (shape []); expected at least 1 dim (softmax runs over the last)");
     return TG_NO_ID;
   }
   int64_t cols = x->shape[x->ndim - 1], rows = x->numel / cols;

@@ -77,7 +77,8 @@ void tgi_arena_rewind(tgi_arena *a) {
     if (!chunk_new(a, total)) { /* fine: the next step allocates again */
     }
   }
-  for (tgi_chunk *c = a->chunks; c; c = c->next) c->used = 0;
+  for (tgi_chunk *c = a->chunks; c; c = c->next)
+    c->used = 0;
   a->head = a->chunks;
   a->in_use = 0;
 }

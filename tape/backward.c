@@ -24,12 +24,14 @@ tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
   tgi_value *L = tgi_lookup(t, "tg_tape_backward", "loss", loss, &s);
   if (!L) return s;
   if (L->numel != 1)
-    return tgi_error(t, TG_ERR_SHAPE, "tg_tape_backward: argument 'loss' has %lld elements; expected a one-element value",
+    return tgi_error(t, TG_ERR_SHAPE,
+                     "tg_tape_backward: argument 'loss' has %lld elements; expected a one-element value",
                      (long long)L->numel);
   if (!L->requires_grad)
-    return tgi_error(t, TG_ERR_STATE,
-                     "tg_tape_backward: argument 'loss' does not depend on any parameter or input with TG_REQUIRES_GRAD "
-                     "(or was computed with grad disabled)");
+    return tgi_error(
+        t, TG_ERR_STATE,
+        "tg_tape_backward: argument 'loss' does not depend on any parameter or input with TG_REQUIRES_GRAD "
+        "(or was computed with grad disabled)");
   /* intermediate gradients restart from zero on every sweep; leaves accumulate */
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);

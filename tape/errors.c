@@ -16,9 +16,7 @@ const char *tg_last_error(void) { return last_error; }
 
 int tg_api_version(void) { return TIGA_API_VERSION; }
 
-const char *tg_version_string(void) {
-  return tgi_device_compiled() ? "0.1.0 (cuda)" : "0.1.0 (host-only)";
-}
+const char *tg_version_string(void) { return tgi_device_compiled() ? "0.1.0 (cuda)" : "0.1.0 (host-only)"; }
 
 const char *tg_status_string(tg_status s) {
   switch (s) {

@@ -30,9 +30,10 @@ tg_status tg_tape_explain(tg_tape *t, char *buf, size_t cap, size_t *len) {
   sink s = {buf, cap, 0};
   if (cap) buf[0] = 0;
   size_t saved = 0;
-  for (uint32_t i = 0; i < t->nnodes; i++) saved += t->nodes[i].saved_bytes;
-  put(&s, "tape: %u nodes, saved %zu bytes, grad %s, status %s\n", t->nnodes, saved,
-      t->grad_enabled ? "on" : "off", tg_status_string(t->status));
+  for (uint32_t i = 0; i < t->nnodes; i++)
+    saved += t->nodes[i].saved_bytes;
+  put(&s, "tape: %u nodes, saved %zu bytes, grad %s, status %s\n", t->nnodes, saved, t->grad_enabled ? "on" : "off",
+      tg_status_string(t->status));
   for (uint32_t i = 0; i < t->nnodes; i++) {
     const tgi_node *n = &t->nodes[i];
     put(&s, "#%-4u %-16s %-13s in=[", i, n->cap->op, tg_provider_name(n->cap->provider));
@@ -66,7 +67,8 @@ tg_status tg_tape_stats(tg_tape *t, size_t *nodes, size_t *saved_bytes) {
     return TG_ERR_INVALID_ARGUMENT;
   }
   size_t saved = 0;
-  for (uint32_t i = 0; i < t->nnodes; i++) saved += t->nodes[i].saved_bytes;
+  for (uint32_t i = 0; i < t->nnodes; i++)
+    saved += t->nodes[i].saved_bytes;
   if (nodes) *nodes = t->nnodes;
   if (saved_bytes) *saved_bytes = saved;
   return TG_OK;

@@ -93,20 +93,21 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
   if (!fn) return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: argument 'fn' is NULL; expected a callback");
   if (n_inputs <= 0 || !inputs)
     return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
-                        "tg_gradcheck: arguments 'n_inputs' (%d) / 'inputs' (%p); expected at least one input", n_inputs,
-                        (const void *)inputs);
+                        "tg_gradcheck: arguments 'n_inputs' (%d) / 'inputs' (%p); expected at least one input",
+                        n_inputs, (const void *)inputs);
   tg_gradcheck_options o = opts ? *opts : tg_gradcheck_defaults();
   if (!(o.eps > 0) || !(o.atol >= 0) || !(o.rtol >= 0))
-    return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: options eps=%g atol=%g rtol=%g; expected eps > 0, "
-                        "atol >= 0, rtol >= 0", o.eps, o.atol, o.rtol);
+    return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
+                        "tg_gradcheck: options eps=%g atol=%g rtol=%g; expected eps > 0, "
+                        "atol >= 0, rtol >= 0",
+                        o.eps, o.atol, o.rtol);
   if (o.fast_mode && o.fast_directions <= 0) o.fast_directions = 4;
   int ndiff = 0;
   for (int i = 0; i < n_inputs; i++) {
     if (inputs[i].differentiable && inputs[i].dtype != TG_F64)
-      return tgi_rt_error(rt, TG_ERR_DTYPE, "tg_gradcheck: input %d is differentiable but has dtype %s; expected f64", i,
-                          tg_dtype_name(inputs[i].dtype));
-    if (!inputs[i].data)
-      return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: input %d has data NULL", i);
+      return tgi_rt_error(rt, TG_ERR_DTYPE, "tg_gradcheck: input %d is differentiable but has dtype %s; expected f64",
+                          i, tg_dtype_name(inputs[i].dtype));
+    if (!inputs[i].data) return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: input %d has data NULL", i);
     ndiff += inputs[i].differentiable != 0;
   }
   if (!ndiff) return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: no input is marked differentiable");
@@ -132,7 +133,8 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
                        TG_MAX_DIMS);
       goto done;
     }
-    for (int d = 0; d < inputs[i].ndim; d++) n *= inputs[i].shape[d] > 0 ? inputs[i].shape[d] : 1;
+    for (int d = 0; d < inputs[i].ndim; d++)
+      n *= inputs[i].shape[d] > 0 ? inputs[i].shape[d] : 1;
     c.numel[i] = n;
     if (!inputs[i].differentiable) continue;
     c.x[i] = malloc((size_t)n * sizeof(double));
@@ -204,9 +206,11 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
           u[k] /= norm;
           a += grads[i][k] * u[k];
         }
-        for (int64_t k = 0; k < n; k++) x[k] = x0[k] + o.eps * u[k];
+        for (int64_t k = 0; k < n; k++)
+          x[k] = x0[k] + o.eps * u[k];
         s = gc_eval(&c, &fp);
-        for (int64_t k = 0; k < n; k++) x[k] = x0[k] - o.eps * u[k];
+        for (int64_t k = 0; k < n; k++)
+          x[k] = x0[k] - o.eps * u[k];
         if (!s) s = gc_eval(&c, &fm);
         memcpy(x, x0, (size_t)n * sizeof(double));
         if (!s) consider(&r, &o, i, d, a, (fp - fm) / (2 * o.eps));
@@ -218,11 +222,12 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
   }
   r.passed = r.excess <= 0;
   if (!r.passed) {
-    s = tgi_rt_error(rt, TG_ERR_GRADCHECK,
-                     "tg_gradcheck: input %d %s %lld: analytic %.10g vs numeric %.10g (|diff| %.3g > atol %.3g + rtol %.3g "
-                     "* |numeric|)",
-                     r.worst_input, o.fast_mode ? "direction" : "element", (long long)r.worst_index, r.analytic,
-                     r.numeric, r.abs_err, o.atol, o.rtol);
+    s = tgi_rt_error(
+        rt, TG_ERR_GRADCHECK,
+        "tg_gradcheck: input %d %s %lld: analytic %.10g vs numeric %.10g (|diff| %.3g > atol %.3g + rtol %.3g "
+        "* |numeric|)",
+        r.worst_input, o.fast_mode ? "direction" : "element", (long long)r.worst_index, r.analytic, r.numeric,
+        r.abs_err, o.atol, o.rtol);
   } else {
     s = TG_OK;
   }

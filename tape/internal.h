@@ -29,8 +29,8 @@ typedef struct tgi_arena {
   tgi_chunk *head;   /* chunk being filled */
   tgi_chunk *chunks; /* all chunks, newest first */
   size_t align;
-  size_t in_use;     /* bytes handed out since the last rewind */
-  size_t capacity;   /* bytes held */
+  size_t in_use;   /* bytes handed out since the last rewind */
+  size_t capacity; /* bytes held */
   void *ctx;
   void *(*alloc)(void *ctx, size_t bytes);
   void (*release)(void *ctx, void *p);
@@ -84,8 +84,7 @@ struct tg_runtime {
   char msg[TGI_MSG_CAP];
 };
 
-tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------ values */
 enum { TGI_ON_HOST = 1, TGI_ON_DEV = 2 };
@@ -99,9 +98,9 @@ typedef struct tgi_buf {
 
 typedef enum tgi_kind {
   TGI_FREE = 0,
-  TGI_INPUT = 1,  /* step value from host data */
-  TGI_PARAM = 2,  /* persistent */
-  TGI_RESULT = 3  /* produced by an op */
+  TGI_INPUT = 1, /* step value from host data */
+  TGI_PARAM = 2, /* persistent */
+  TGI_RESULT = 3 /* produced by an op */
 } tgi_kind;
 
 typedef struct tgi_value {
@@ -141,15 +140,15 @@ struct tgi_node {
   uint32_t n_in, n_out;
   uint32_t *in; /* value slots (arena) */
   uint32_t out[2];
-  void *saved;         /* extra state for backward (arena; host or device per `saved_on`) */
+  void *saved; /* extra state for backward (arena; host or device per `saved_on`) */
   size_t saved_bytes;
   uint8_t saved_on;
-  uint32_t h2d, d2h;   /* transfers this node caused (explain) */
+  uint32_t h2d, d2h; /* transfers this node caused (explain) */
   union {
     double f[8];
     int64_t i[8];
-  } p;                 /* op parameters */
-  void *aux;           /* op-specific (arena), e.g. split sizes, relation handle */
+  } p;       /* op parameters */
+  void *aux; /* op-specific (arena), e.g. split sizes, relation handle */
 };
 
 /* ------------------------------------------------------------ tape */
@@ -162,20 +161,20 @@ struct tg_tape {
   /* values: slabs of fixed size so tgi_value pointers stay valid while the tape grows */
   tgi_value **vslabs;
   uint32_t nvslabs;
-  uint32_t nvals;      /* slots ever used */
-  uint32_t tag;        /* 11-bit tape tag kept in the high bits of every generation */
+  uint32_t nvals; /* slots ever used */
+  uint32_t tag;   /* 11-bit tape tag kept in the high bits of every generation */
   uint32_t *free_slots;
   uint32_t nfree, capfree;
 
-  tgi_node *nodes;     /* only indices are stable; re-fetch after recording */
+  tgi_node *nodes; /* only indices are stable; re-fetch after recording */
   uint32_t nnodes, capnodes;
 
   tgi_arena host_arena;
   tgi_arena dev_arena;
 
-  tg_status status;        /* sticky */
-  char msg[TGI_MSG_CAP];   /* sticky message, or last returned error */
-  const char *cur_op;      /* name of the op being called (message prefix) */
+  tg_status status;      /* sticky */
+  char msg[TGI_MSG_CAP]; /* sticky message, or last returned error */
+  const char *cur_op;    /* name of the op being called (message prefix) */
 
   bool grad_enabled;
   tg_provider provider;
@@ -185,23 +184,18 @@ struct tg_tape {
 };
 
 #define TGI_SLAB 1024u
-static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) {
-  return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB];
-}
+static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) { return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB]; }
 /* A generation is (tape tag << 20) | counter, so an id from another tape never matches. */
 #define TGI_GEN_BITS 20u
 static inline uint32_t tgi_gen_next(uint32_t gen) {
   return (gen & ~((1u << TGI_GEN_BITS) - 1)) | ((gen + 1) & ((1u << TGI_GEN_BITS) - 1));
 }
-static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) {
-  return (tg_id)(((uint64_t)gen << 32) | idx);
-}
+static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) { return (tg_id)(((uint64_t)gen << 32) | idx); }
 
 /* ------------------------------------------------------------ helpers for API calls */
 
 /* Records a returned (non-sticky) error on the tape; returns s. */
-tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Looks an id up for a returning call; NULL with the message set on failure. */
 tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_status *st);
 /* Slot index of a value pointer. */
@@ -229,8 +223,7 @@ bool tgi_need_float(tg_tape *t, const char *arg, const tgi_value *v);
 /* Argument must be a float dtype the provider computes in: HOST f32/f64, CUDA f32/f16/bf16. */
 bool tgi_need_float_for(tg_tape *t, tg_provider p, const char *arg, const tgi_value *v);
 /* Two float arguments must share a dtype. */
-bool tgi_need_same_dtype(tg_tape *t, const char *a, const tgi_value *va, const char *b,
-                         const tgi_value *vb);
+bool tgi_need_same_dtype(tg_tape *t, const char *a, const tgi_value *va, const char *b, const tgi_value *vb);
 /* "[2, 3, 4]" into buf; returns buf. */
 const char *tgi_shape_str(const int64_t *shape, int ndim, char *buf, size_t cap);
 #define TGI_SHAPE_STR_CAP 128
@@ -279,20 +272,16 @@ void *tgi_scratch_d(tg_tape *t, size_t bytes);
  * marks the outputs as requiring grad when some input does. Returns NULL in no-grad mode or on
  * failure (check t->status). The pointer is valid until the next tgi_record. Save state for
  * backward only when tgi_needs_grad() says a gradient can flow. */
-tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_value *const *in,
-                     uint32_t n_out, tgi_value *const *out);
+tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_value *const *in, uint32_t n_out,
+                     tgi_value *const *out);
 /* Whether a node would be recorded for these inputs (so forward can skip saving state). */
 bool tgi_needs_grad(const tg_tape *t, uint32_t n_in, tgi_value *const *in);
 /* Finishes an op: the id of v, or TG_NO_ID if the tape holds a sticky error. */
 tg_id tgi_done(tg_tape *t, tgi_value *v);
 
 /* In backward: input i of node n, and whether it wants a gradient. */
-static inline tgi_value *tgi_in(const tg_tape *t, const tgi_node *n, uint32_t i) {
-  return tgi_slot(t, n->in[i]);
-}
-static inline tgi_value *tgi_out(const tg_tape *t, const tgi_node *n, uint32_t i) {
-  return tgi_slot(t, n->out[i]);
-}
+static inline tgi_value *tgi_in(const tg_tape *t, const tgi_node *n, uint32_t i) { return tgi_slot(t, n->in[i]); }
+static inline tgi_value *tgi_out(const tg_tape *t, const tgi_node *n, uint32_t i) { return tgi_slot(t, n->out[i]); }
 
 /* Device of the tape's runtime (NULL if host-only) and its stream / cuBLAS handle. */
 static inline tgi_device *tgi_dev(const tg_tape *t) { return t->rt->dev; }

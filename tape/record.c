@@ -325,7 +325,8 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   n->cap = cap;
   n->n_in = n_in;
   n->in = ins;
-  for (uint32_t i = 0; i < n_in; i++) ins[i] = tgi_slot_of(t, in[i]);
+  for (uint32_t i = 0; i < n_in; i++)
+    ins[i] = tgi_slot_of(t, in[i]);
   n->n_out = n_out;
   bool grad = tgi_needs_grad(t, n_in, in);
   for (uint32_t i = 0; i < n_out && i < 2; i++) {

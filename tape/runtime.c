@@ -29,8 +29,7 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
   if (cuda) {
     if (device < 0) {
       free(rt);
-      tgi_set_last_error("tg_runtime_create_cuda: argument 'device' is %d; expected a device index >= 0",
-                         device);
+      tgi_set_last_error("tg_runtime_create_cuda: argument 'device' is %d; expected a device index >= 0", device);
       return TG_ERR_INVALID_ARGUMENT;
     }
     char msg[TGI_MSG_CAP];
@@ -51,7 +50,8 @@ tg_status tg_runtime_create_cuda(int device, tg_runtime **out) { return create(d
 
 void tg_runtime_destroy(tg_runtime *rt) {
   if (!rt) return;
-  while (rt->tapes) tg_tape_destroy(rt->tapes);
+  while (rt->tapes)
+    tg_tape_destroy(rt->tapes);
   tgi_device_close(rt->dev);
   free(rt);
 }
@@ -83,8 +83,7 @@ tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after) {
     tgi_set_last_error("tg_runtime_inject_alloc_failure: argument 'rt' is NULL; expected a runtime");
     return TG_ERR_INVALID_ARGUMENT;
   }
-  if (!rt->dev)
-    return tgi_rt_error(rt, TG_ERR_NO_DEVICE, "tg_runtime_inject_alloc_failure: the runtime is host-only");
+  if (!rt->dev) return tgi_rt_error(rt, TG_ERR_NO_DEVICE, "tg_runtime_inject_alloc_failure: the runtime is host-only");
   tgi_device_inject_alloc_failure(rt->dev, after);
   return TG_OK;
 }

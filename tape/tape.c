@@ -103,15 +103,18 @@ void tg_tape_destroy(tg_tape *t) {
     char msg[TGI_MSG_CAP];
     tgi_device_h2d_wait(t->rt->dev, msg);
   }
-  for (uint32_t i = 0; i < t->nvals; i++) value_release(t, tgi_slot(t, i));
-  for (uint32_t s = 0; s < t->nvslabs; s++) free(t->vslabs[s]);
+  for (uint32_t i = 0; i < t->nvals; i++)
+    value_release(t, tgi_slot(t, i));
+  for (uint32_t s = 0; s < t->nvslabs; s++)
+    free(t->vslabs[s]);
   free(t->vslabs);
   free(t->free_slots);
   free(t->nodes);
   tgi_arena_free(&t->host_arena);
   tgi_arena_free(&t->dev_arena);
   tg_tape **pp = &t->rt->tapes;
-  while (*pp && *pp != t) pp = &(*pp)->next_in_rt;
+  while (*pp && *pp != t)
+    pp = &(*pp)->next_in_rt;
   if (*pp) *pp = t->next_in_rt;
   free(t);
 }
@@ -167,7 +170,8 @@ tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_
     return NULL;
   }
   if ((gen >> TGI_GEN_BITS) != t->tag) {
-    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued (another tape's id?)", fn, arg, (long long)id);
+    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued (another tape's id?)", fn, arg,
+              (long long)id);
     return NULL;
   }
   tgi_value *v = tgi_slot(t, idx);
@@ -187,12 +191,12 @@ tg_runtime *tg_tape_runtime(const tg_tape *t) { return t ? t->rt : NULL; }
 tg_status tg_tape_status(const tg_tape *t) { return t ? t->status : TG_ERR_INVALID_ARGUMENT; }
 const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(); }
 
-#define NEED_TAPE(fn)                                                                              \
-  do {                                                                                             \
-    if (!t) {                                                                                      \
-      tgi_set_last_error(fn ": argument 'tape' is NULL; expected a tape from tg_tape_create");     \
-      return TG_ERR_INVALID_ARGUMENT;                                                              \
-    }                                                                                              \
+#define NEED_TAPE(fn)                                                                                                  \
+  do {                                                                                                                 \
+    if (!t) {                                                                                                          \
+      tgi_set_last_error(fn ": argument 'tape' is NULL; expected a tape from tg_tape_create");                         \
+      return TG_ERR_INVALID_ARGUMENT;                                                                                  \
+    }                                                                                                                  \
   } while (0)
 
 tg_status tg_tape_reset(tg_tape *t) {
@@ -225,7 +229,8 @@ tg_status tg_tape_reset(tg_tape *t) {
     t->free_slots[a] = t->free_slots[b];
     t->free_slots[b] = tmp;
   }
-  for (uint32_t i = 0; i < t->nvals; i++) tgi_slot(t, i)->producer = -1;
+  for (uint32_t i = 0; i < t->nvals; i++)
+    tgi_slot(t, i)->producer = -1;
   t->nnodes = 0;
   tgi_arena_rewind(&t->host_arena);
   tgi_arena_rewind(&t->dev_arena);
@@ -246,7 +251,8 @@ tg_status tg_tape_set_provider(tg_tape *t, tg_provider p, tg_provider *previous)
   NEED_TAPE("tg_tape_set_provider");
   if ((int)p < TG_PROVIDER_AUTO || (int)p > TG_PROVIDER_CUDA_COMPOSED)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
-                     "tg_tape_set_provider: argument 'provider' is %d; expected TG_PROVIDER_AUTO, _HOST, _CUDA_FUSED or _CUDA_COMPOSED",
+                     "tg_tape_set_provider: argument 'provider' is %d; expected TG_PROVIDER_AUTO, _HOST, _CUDA_FUSED "
+                     "or _CUDA_COMPOSED",
                      (int)p);
   if (previous) *previous = t->provider;
   t->provider = p;
@@ -282,8 +288,8 @@ static tg_status check_shape(tg_tape *t, const char *fn, int ndim, const int64_t
 
 static bool is_float(tg_dtype dt) { return dt == TG_F32 || dt == TG_F64 || dt == TG_F16 || dt == TG_BF16; }
 
-static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, int ndim,
-                          const int64_t *shape, const void *data, unsigned flags, tg_id *out) {
+static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, int ndim, const int64_t *shape,
+                          const void *data, unsigned flags, tg_id *out) {
   if (out) *out = TG_NO_ID;
   if (!out)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'out' is NULL; expected a tg_id* to receive the id", fn);
@@ -308,7 +314,8 @@ static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt
   v->kind = (uint8_t)kind;
   v->dtype = (uint8_t)dt;
   v->ndim = (uint8_t)ndim;
-  for (int i = 0; i < ndim; i++) v->shape[i] = shape[i];
+  for (int i = 0; i < ndim; i++)
+    v->shape[i] = shape[i];
   v->numel = numel;
   v->bytes = (size_t)numel * tg_dtype_size(dt);
   v->requires_grad = grad;
@@ -336,8 +343,8 @@ tg_status tg_tape_input(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape,
   return new_leaf(t, "tg_tape_input", TGI_INPUT, dt, ndim, shape, data, flags, out);
 }
 
-tg_status tg_tape_parameter(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data,
-                            unsigned flags, tg_id *out) {
+tg_status tg_tape_parameter(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, unsigned flags,
+                            tg_id *out) {
   NEED_TAPE("tg_tape_parameter");
   return new_leaf(t, "tg_tape_parameter", TGI_PARAM, dt, ndim, shape, data, flags, out);
 }
@@ -375,7 +382,8 @@ tg_status tg_tape_shape(tg_tape *t, tg_id id, int *ndim, int64_t *shape) {
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_shape: argument '%s' is NULL; expected %s",
                      !ndim ? "ndim" : "shape", !ndim ? "an int*" : "room for TG_MAX_DIMS sizes");
   *ndim = v->ndim;
-  for (int i = 0; i < v->ndim; i++) shape[i] = v->shape[i];
+  for (int i = 0; i < v->ndim; i++)
+    shape[i] = v->shape[i];
   return TG_OK;
 }
 
@@ -419,10 +427,12 @@ static tg_status read_common(tg_tape *t, const char *fn, tg_id id, void *dst, si
   tg_status s;
   tgi_value *v = tgi_lookup(t, fn, "id", id, &s);
   if (!v) return s;
-  if (!dst) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'dst' is NULL; expected %zu bytes", fn, v->bytes);
+  if (!dst)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'dst' is NULL; expected %zu bytes", fn, v->bytes);
   if (bytes != v->bytes)
-    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'dst_bytes' is %zu; the value holds %lld x %s = %zu bytes",
-                     fn, bytes, (long long)v->numel, tg_dtype_name((tg_dtype)v->dtype), v->bytes);
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "%s: argument 'dst_bytes' is %zu; the value holds %lld x %s = %zu bytes", fn, bytes,
+                     (long long)v->numel, tg_dtype_name((tg_dtype)v->dtype), v->bytes);
   if (!grad && !v->data.valid)
     return tgi_error(t, TG_ERR_STATE, "%s: value %lld has no data (its op failed)", fn, (long long)id);
   return copy_out(t, fn, grad ? &v->grad : &v->data, dst, bytes);
@@ -444,12 +454,14 @@ tg_status tg_tape_write(tg_tape *t, tg_id id, const void *src, size_t bytes) {
   tgi_value *v = tgi_lookup(t, "tg_tape_write", "id", id, &s);
   if (!v) return s;
   if (v->kind == TGI_RESULT)
-    return tgi_error(t, TG_ERR_STATE, "tg_tape_write: value %lld is an op result; only parameters and inputs can be written",
+    return tgi_error(t, TG_ERR_STATE,
+                     "tg_tape_write: value %lld is an op result; only parameters and inputs can be written",
                      (long long)id);
-  if (!src) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_write: argument 'src' is NULL; expected %zu bytes", v->bytes);
+  if (!src)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_write: argument 'src' is NULL; expected %zu bytes", v->bytes);
   if (bytes != v->bytes)
-    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_write: argument 'src_bytes' is %zu; the value holds %zu bytes",
-                     bytes, v->bytes);
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "tg_tape_write: argument 'src_bytes' is %zu; the value holds %zu bytes", bytes, v->bytes);
   if (t->rt->dev) { /* the old bytes may still be uploading */
     char msg[TGI_MSG_CAP];
     s = tgi_device_h2d_wait(t->rt->dev, msg);
@@ -509,7 +521,8 @@ tg_status tg_tape_scalar(tg_tape *t, tg_id id, double *out) {
 tg_status tg_tape_parameters(tg_tape *t, tg_id *ids, size_t cap, size_t *count) {
   NEED_TAPE("tg_tape_parameters");
   if (!count) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_parameters: argument 'count' is NULL");
-  if (!ids && cap) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_parameters: argument 'ids' is NULL but cap is %zu", cap);
+  if (!ids && cap)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_parameters: argument 'ids' is NULL but cap is %zu", cap);
   size_t n = 0;
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);

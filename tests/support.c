@@ -12,12 +12,14 @@ uint64_t ts_next(uint64_t *s) {
 
 void ts_uniform(double *x, size_t n, uint64_t seed, double lo, double hi) {
   uint64_t s = seed;
-  for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (double)(ts_next(&s) >> 11) * 0x1.0p-53;
+  for (size_t i = 0; i < n; i++)
+    x[i] = lo + (hi - lo) * (double)(ts_next(&s) >> 11) * 0x1.0p-53;
 }
 
 void ts_uniform_f32(float *x, size_t n, uint64_t seed, double lo, double hi) {
   uint64_t s = seed;
-  for (size_t i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * (double)(ts_next(&s) >> 11) * 0x1.0p-53);
+  for (size_t i = 0; i < n; i++)
+    x[i] = (float)(lo + (hi - lo) * (double)(ts_next(&s) >> 11) * 0x1.0p-53);
 }
 
 tg_runtime *ts_host_runtime(void) {
@@ -117,7 +119,8 @@ tg_gradcheck_input ts_gc_input(tg_dtype dt, int ndim, const int64_t *shape, cons
   memset(&in, 0, sizeof in);
   in.dtype = dt;
   in.ndim = ndim;
-  for (int i = 0; i < ndim; i++) in.shape[i] = shape[i];
+  for (int i = 0; i < ndim; i++)
+    in.shape[i] = shape[i];
   in.data = data;
   in.differentiable = dt == TG_F64;
   return in;
@@ -150,7 +153,7 @@ uint16_t ts_f32_to_f16(float f) {
     return sign | (uint16_t)q;
   }
   int e;
-  double m = frexp(v, &e); /* v = m 2^e, m in [0.5, 1) */
+  double m = frexp(v, &e);          /* v = m 2^e, m in [0.5, 1) */
   double q = nearbyint(m * 2048.0); /* 11 bits */
   if (q >= 2048.0) {
     q /= 2;
@@ -219,7 +222,8 @@ static void run_once(tg_runtime *rt, tg_provider prov, tg_gradcheck_fn fn, void 
   for (int i = 0; i < n; i++) {
     const tg_gradcheck_input *in = &inputs[i];
     int64_t numel = 1;
-    for (int d = 0; d < in->ndim; d++) numel *= in->shape[d];
+    for (int d = 0; d < in->ndim; d++)
+      numel *= in->shape[d];
     if (in->differentiable) {
       void *conv = ts_convert(in->data, (size_t)numel, dt);
       ids[i] = ts_input(t, dt, in->ndim, in->shape, conv, TG_REQUIRES_GRAD);
@@ -272,7 +276,8 @@ void ts_check_cuda_vs_host(tg_gradcheck_fn fn, void *user, int n, const tg_gradc
   for (int i = 0; i < n; i++) {
     if (!inputs[i].differentiable) continue;
     int64_t numel = 1;
-    for (int d = 0; d < inputs[i].ndim; d++) numel *= inputs[i].shape[d];
+    for (int d = 0; d < inputs[i].ndim; d++)
+      numel *= inputs[i].shape[d];
     double eg = ts_rel_l2(c.g[i], h.g[i], (size_t)numel);
     cr_expect(eg <= tol, "%s %s gradient of input %d: rel L2 error %.3g > %.3g", tg_provider_name(prov),
               tg_dtype_name(dt), i, eg, tol);

@@ -33,29 +33,27 @@ double ts_close_ratio(const double *a, const double *b, size_t n, double atol, d
 double ts_rel_l2(const double *a, const double *b, size_t n);
 
 /* Asserts a and b are elementwise close. */
-#define TS_EXPECT_CLOSE(a, b, n, atol, rtol)                                                         \
-  do {                                                                                               \
-    double ts_r_ = ts_close_ratio((a), (b), (n), (atol), (rtol));                                    \
-    cr_expect(ts_r_ <= 1.0, "%s vs %s: worst error is %.3g x tolerance", #a, #b, ts_r_);             \
+#define TS_EXPECT_CLOSE(a, b, n, atol, rtol)                                                                           \
+  do {                                                                                                                 \
+    double ts_r_ = ts_close_ratio((a), (b), (n), (atol), (rtol));                                                      \
+    cr_expect(ts_r_ <= 1.0, "%s vs %s: worst error is %.3g x tolerance", #a, #b, ts_r_);                               \
   } while (0)
 
 /* Asserts that the tape holds sticky status `st` and its message contains `needle`. */
-#define TS_EXPECT_STICKY(t, st, needle)                                                              \
-  do {                                                                                               \
-    cr_expect_eq(tg_tape_status(t), (st), "status %s, expected %s (msg: %s)",                        \
-                 tg_status_string(tg_tape_status(t)), tg_status_string(st), tg_tape_error(t));       \
-    cr_expect(strstr(tg_tape_error(t), (needle)) != NULL, "message '%s' lacks '%s'",                \
-              tg_tape_error(t), (needle));                                                           \
+#define TS_EXPECT_STICKY(t, st, needle)                                                                                \
+  do {                                                                                                                 \
+    cr_expect_eq(tg_tape_status(t), (st), "status %s, expected %s (msg: %s)", tg_status_string(tg_tape_status(t)),     \
+                 tg_status_string(st), tg_tape_error(t));                                                              \
+    cr_expect(strstr(tg_tape_error(t), (needle)) != NULL, "message '%s' lacks '%s'", tg_tape_error(t), (needle));      \
   } while (0)
 
 /* Asserts a returned status and that the tape's message contains `needle`. */
-#define TS_EXPECT_STATUS(expr, st, t, needle)                                                        \
-  do {                                                                                               \
-    tg_status ts_s_ = (expr);                                                                        \
-    cr_expect_eq(ts_s_, (st), "%s returned %s, expected %s (msg: %s)", #expr,                        \
-                 tg_status_string(ts_s_), tg_status_string(st), tg_tape_error(t));                   \
-    cr_expect(strstr(tg_tape_error(t), (needle)) != NULL, "message '%s' lacks '%s'",                \
-              tg_tape_error(t), (needle));                                                           \
+#define TS_EXPECT_STATUS(expr, st, t, needle)                                                                          \
+  do {                                                                                                                 \
+    tg_status ts_s_ = (expr);                                                                                          \
+    cr_expect_eq(ts_s_, (st), "%s returned %s, expected %s (msg: %s)", #expr, tg_status_string(ts_s_),                 \
+                 tg_status_string(st), tg_tape_error(t));                                                              \
+    cr_expect(strstr(tg_tape_error(t), (needle)) != NULL, "message '%s' lacks '%s'", tg_tape_error(t), (needle));      \
   } while (0)
 
 /* Runs tg_gradcheck on a host runtime with default options and asserts it passes. */

@@ -48,9 +48,11 @@ static tg_relation *at_build(tg_runtime *rt, const at_spec *s) {
   case TG_REL_CSR: st = tg_relation_csr(rt, s->nq, s->nk, s->row_ptr, s->col_idx, &r); break;
   case TG_REL_CONCAT:
     cr_assert(s->n_parts <= 8);
-    for (int p = 0; p < s->n_parts; p++) parts[p] = at_build(rt, &s->parts[p]);
+    for (int p = 0; p < s->n_parts; p++)
+      parts[p] = at_build(rt, &s->parts[p]);
     st = tg_relation_concat(rt, s->n_parts, parts, &r);
-    for (int p = 0; p < s->n_parts; p++) tg_relation_destroy(parts[p]);
+    for (int p = 0; p < s->n_parts; p++)
+      tg_relation_destroy(parts[p]);
     break;
   }
   cr_assert_eq(st, TG_OK, "building relation: %s", tg_runtime_error(rt));
@@ -68,7 +70,8 @@ static tg_relation *at_rel(at_ctx *x, tg_runtime *rt) {
 /* Relations are host data: destroying them after their runtime is fine. */
 static void at_free_rels(at_ctx *xs, size_t n) {
   for (size_t c = 0; c < n; c++) {
-    for (int i = 0; i < xs[c].nrel; i++) tg_relation_destroy(xs[c].rels[i]);
+    for (int i = 0; i < xs[c].nrel; i++)
+      tg_relation_destroy(xs[c].rels[i]);
     xs[c].nrel = 0;
   }
 }
@@ -80,22 +83,26 @@ static void at_allow(const at_spec *s, int64_t nq, int64_t nk, int64_t b, uint8_
   case TG_REL_DENSE: memset(A, 1, (size_t)(nq * nk)); break;
   case TG_REL_CAUSAL:
     for (int64_t i = 0; i < nq; i++)
-      for (int64_t j = 0; j < nk; j++) A[i * nk + j] = j <= i + nk - nq;
+      for (int64_t j = 0; j < nk; j++)
+        A[i * nk + j] = j <= i + nk - nq;
     break;
   case TG_REL_MASK:
-    for (int64_t e = 0; e < nq * nk; e++) A[e] = s->mask[(s->mask_batch > 1 ? b : 0) * nq * nk + e] != 0;
+    for (int64_t e = 0; e < nq * nk; e++)
+      A[e] = s->mask[(s->mask_batch > 1 ? b : 0) * nq * nk + e] != 0;
     break;
   case TG_REL_VARLEN:
     for (int q = 0; q < s->n_seqs; q++) {
       const int32_t *ck = s->cu_k ? s->cu_k : s->cu_q;
       int64_t lq = s->cu_q[q + 1] - s->cu_q[q], lk = ck[q + 1] - ck[q];
       for (int64_t a = 0; a < lq; a++)
-        for (int64_t c = 0; c < lk; c++) A[(s->cu_q[q] + a) * nk + ck[q] + c] = !s->causal || c <= a + lk - lq;
+        for (int64_t c = 0; c < lk; c++)
+          A[(s->cu_q[q] + a) * nk + ck[q] + c] = !s->causal || c <= a + lk - lq;
     }
     break;
   case TG_REL_CSR:
     for (int64_t i = 0; i < nq; i++)
-      for (int64_t e = s->row_ptr[i]; e < s->row_ptr[i + 1]; e++) A[i * nk + s->col_idx[e]] = 1;
+      for (int64_t e = s->row_ptr[i]; e < s->row_ptr[i + 1]; e++)
+        A[i * nk + s->col_idx[e]] = 1;
     break;
   case TG_REL_CONCAT: {
     int64_t qo = 0, ko = 0;
@@ -103,7 +110,8 @@ static void at_allow(const at_spec *s, int64_t nq, int64_t nk, int64_t b, uint8_
       const at_spec *ps = &s->parts[p];
       uint8_t *P = malloc((size_t)(ps->nq * ps->nk));
       at_allow(ps, ps->nq, ps->nk, 0, P);
-      for (int64_t i = 0; i < ps->nq; i++) memcpy(A + (qo + i) * nk + ko, P + i * ps->nk, (size_t)ps->nk);
+      for (int64_t i = 0; i < ps->nq; i++)
+        memcpy(A + (qo + i) * nk + ko, P + i * ps->nk, (size_t)ps->nk);
       free(P);
       qo += ps->nq, ko += ps->nk;
     }
@@ -116,7 +124,8 @@ static int64_t at_row_count(const at_ctx *x, int64_t b, int64_t i) {
   uint8_t *A = malloc((size_t)(x->Nq * x->Nk));
   at_allow(&x->rel, x->Nq, x->Nk, b, A);
   int64_t c = 0;
-  for (int64_t j = 0; j < x->Nk; j++) c += A[i * x->Nk + j];
+  for (int64_t j = 0; j < x->Nk; j++)
+    c += A[i * x->Nk + j];
   free(A);
   return c;
 }
@@ -142,7 +151,8 @@ static void at_naive(const at_ctx *x, const double *q, const double *k, const do
           S[j] *= scale;
           if (A[i * x->Nk + j] && S[j] > m) m = S[j];
         }
-        for (int64_t j = 0; j < x->Nk; j++) z += A[i * x->Nk + j] ? exp(S[j] - m) : 0;
+        for (int64_t j = 0; j < x->Nk; j++)
+          z += A[i * x->Nk + j] ? exp(S[j] - m) : 0;
         double *o = out + ((b * x->Nq + i) * x->Hq + h) * x->Dv;
         for (int64_t e = 0; e < x->Dv; e++) {
           o[e] = 0;
@@ -214,7 +224,8 @@ static void at_expect_lse(const char *name, const double *got, const double *wan
 
 /* ------------------------------------------------------------ cases */
 
-static uint8_t MASK2[2 * 3 * 4] = {1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, /* batch 1: */ 1, 1, 1, 1, 0, 1, 0, 0, 1, 0, 0, 0};
+static uint8_t MASK2[2 * 3 * 4] = {1, 0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, /* batch 1: */ 1,
+                                   1, 1, 1, 0, 1, 0, 0, 1, 0, 0, 0};
 static int32_t CUQ[4] = {0, 1, 4, 6}, CUK[4] = {0, 2, 3, 6};
 static int64_t RP[5] = {0, 2, 2, 5, 6};
 static int32_t CI[6] = {0, 3, 1, 2, 4, 0};
@@ -228,13 +239,16 @@ static at_ctx CASES[] = {
     {"dense", {.kind = TG_REL_DENSE, .nq = 3, .nk = 4}, DIMS(2, 3, 4, 2, 2, 3, 3)},
     {"causal nq<nk", {.kind = TG_REL_CAUSAL, .nq = 3, .nk = 5}, DIMS(2, 3, 5, 2, 1, 3, 2)},
     {"causal nq>nk", {.kind = TG_REL_CAUSAL, .nq = 5, .nk = 3}, DIMS(1, 5, 3, 2, 2, 2, 3)},
-    {"mask per batch, empty row", {.kind = TG_REL_MASK, .nq = 3, .nk = 4, .mask_batch = 2, .mask = MASK2},
+    {"mask per batch, empty row",
+     {.kind = TG_REL_MASK, .nq = 3, .nk = 4, .mask_batch = 2, .mask = MASK2},
      DIMS(2, 3, 4, 2, 1, 3, 2)},
     {"mask shared", {.kind = TG_REL_MASK, .nq = 3, .nk = 4, .mask_batch = 0, .mask = MASK2}, DIMS(2, 3, 4, 1, 1, 2, 2)},
-    {"varlen causal, length-1 seq", {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = CUQ, .cu_k = CUK, .causal = 1},
+    {"varlen causal, length-1 seq",
+     {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = CUQ, .cu_k = CUK, .causal = 1},
      DIMS(1, 6, 6, 2, 1, 3, 2)},
     {"varlen", {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = CUQ, .cu_k = CUK}, DIMS(1, 6, 6, 2, 2, 2, 3)},
-    {"csr with empty row", {.kind = TG_REL_CSR, .nq = 4, .nk = 5, .row_ptr = RP, .col_idx = CI},
+    {"csr with empty row",
+     {.kind = TG_REL_CSR, .nq = 4, .nk = 5, .row_ptr = RP, .col_idx = CI},
      DIMS(2, 4, 5, 2, 1, 3, 3)},
     {"concat", {.kind = TG_REL_CONCAT, .n_parts = 3, .parts = PARTS}, DIMS(1, 7, 10, 1, 1, 2, 2)},
     {"gqa 4/2, Dv != D", {.kind = TG_REL_CAUSAL, .nq = 4, .nk = 4}, DIMS(2, 4, 4, 4, 2, 3, 5)},
@@ -316,9 +330,9 @@ Test(attention, gradcheck_same_tensor_as_q_k_v) {
 
 /* Rows with no allowed key: out 0, lse -inf, no gradient, never NaN. */
 Test(attention, empty_rows_zero_out_zero_grad) {
-  at_ctx cases[2] = {{"causal 5x3", {.kind = TG_REL_CAUSAL, .nq = 5, .nk = 3}, DIMS(2, 5, 3, 2, 1, 2, 2)},
-                     {"mask", {.kind = TG_REL_MASK, .nq = 3, .nk = 4, .mask_batch = 2, .mask = MASK2},
-                      DIMS(2, 3, 4, 1, 1, 2, 2)}};
+  at_ctx cases[2] = {
+      {"causal 5x3", {.kind = TG_REL_CAUSAL, .nq = 5, .nk = 3}, DIMS(2, 5, 3, 2, 1, 2, 2)},
+      {"mask", {.kind = TG_REL_MASK, .nq = 3, .nk = 4, .mask_batch = 2, .mask = MASK2}, DIMS(2, 3, 4, 1, 1, 2, 2)}};
   for (int c = 0; c < 2; c++) {
     at_ctx *x = &cases[c];
     at_data d;
@@ -350,12 +364,16 @@ Test(attention, empty_rows_zero_out_zero_grad) {
           }
           empties++;
           cr_expect(L == -INFINITY, "%s: empty row %lld has lse %g, expected -inf", x->name, (long long)i, L);
-          for (int64_t e = 0; e < x->Dv; e++) cr_expect_eq(out[((b * x->Nq + i) * x->Hq + h) * x->Dv + e], 0.0);
-          for (int64_t e = 0; e < x->D; e++) cr_expect_eq(gq[((b * x->Nq + i) * x->Hq + h) * x->D + e], 0.0);
+          for (int64_t e = 0; e < x->Dv; e++)
+            cr_expect_eq(out[((b * x->Nq + i) * x->Hq + h) * x->Dv + e], 0.0);
+          for (int64_t e = 0; e < x->D; e++)
+            cr_expect_eq(gq[((b * x->Nq + i) * x->Hq + h) * x->D + e], 0.0);
         }
     cr_expect(empties > 0, "%s: the case should have empty rows", x->name);
-    for (size_t i = 0; i < no; i++) cr_expect(!isnan(out[i]));
-    for (size_t i = 0; i < nq; i++) cr_expect(!isnan(gq[i]));
+    for (size_t i = 0; i < no; i++)
+      cr_expect(!isnan(out[i]));
+    for (size_t i = 0; i < nq; i++)
+      cr_expect(!isnan(gq[i]));
     free(out), free(l), free(gq);
     tg_tape_destroy(t);
     tg_runtime_destroy(rt);
@@ -373,7 +391,8 @@ Test(attention, large_scores_finite) {
   double *want = malloc(at_n_out(&x) * sizeof *want), *wl = malloc(at_n_lse(&x) * sizeof *wl);
   at_naive(&x, d.q, d.k, d.v, want, wl);
   double big = 0;
-  for (size_t i = 0; i < at_n_lse(&x); i++) big = fmax(big, fabs(wl[i]));
+  for (size_t i = 0; i < at_n_lse(&x); i++)
+    big = fmax(big, fabs(wl[i]));
   cr_expect(big > 500, "scores should be large (max |lse| %g)", big);
   for (int pass = 0; pass < 2; pass++) {
     tg_dtype dt = pass ? TG_F32 : TG_F64;
@@ -391,7 +410,8 @@ Test(attention, large_scores_finite) {
     double tol = dt == TG_F64 ? 1e-12 : 1e-4;
     TS_EXPECT_CLOSE(got, want, 24, tol, tol);
     TS_EXPECT_CLOSE(gl, wl, 8, 0, 1e-6);
-    for (int i = 0; i < 24; i++) cr_expect(isfinite(gk[i]), "grad k[%d] = %g", i, gk[i]);
+    for (int i = 0; i < 24; i++)
+      cr_expect(isfinite(gk[i]), "grad k[%d] = %g", i, gk[i]);
     tg_tape_destroy(t);
     tg_runtime_destroy(rt);
   }
@@ -403,8 +423,8 @@ Test(attention, large_scores_finite) {
 /* ------------------------------------------------------------ saved state, lse, explain */
 
 Test(attention, host_saved_state_lse_and_explain) {
-  at_ctx x = {"varlen", {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = CUQ, .cu_k = CUK, .causal = 1},
-              DIMS(1, 6, 6, 4, 2, 3, 5)};
+  at_ctx x = {
+      "varlen", {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = CUQ, .cu_k = CUK, .causal = 1}, DIMS(1, 6, 6, 4, 2, 3, 5)};
   at_data d;
   at_data_init(&d, &x, 5, 1.0);
   tg_runtime *rt = ts_host_runtime();
@@ -471,8 +491,9 @@ Test(attention, errors) {
   tg_relation_varlen(rt, 2, cu, NULL, 0, &vl);
   tg_id lse = 42;
   tg_attention_options o = {0, 0, &lse};
-#define FRESH() (tg_tape_reset(t), q = input4(t, TG_F64, 2, 3, 2, 4), k = input4(t, TG_F64, 2, 4, 1, 4), \
-                 v = input4(t, TG_F64, 2, 4, 1, 3))
+#define FRESH()                                                                                                        \
+  (tg_tape_reset(t), q = input4(t, TG_F64, 2, 3, 2, 4), k = input4(t, TG_F64, 2, 4, 1, 4),                             \
+   v = input4(t, TG_F64, 2, 4, 1, 3))
   tg_id q, k, v;
   FRESH();
   int64_t s3[3] = {2, 3, 8};
@@ -493,13 +514,16 @@ Test(attention, errors) {
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "query heads Hq = 3 (argument 'q') are not a multiple of key/value heads Hkv = 2");
   FRESH();
   cr_expect_eq(tg_attention(t, q, k, v, d33, NULL), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'rel' is a dense relation over nq = 3, nk = 3; expected nq = Nq = 3 and nk = Nk = 4");
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "argument 'rel' is a dense relation over nq = 3, nk = 3; expected nq = Nq = 3 and nk = Nk = 4");
   FRESH();
   cr_expect_eq(tg_attention(t, q, k, v, c35, NULL), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "causal relation over nq = 3, nk = 5");
   FRESH();
   cr_expect_eq(tg_attention(t, q, k, v, mask3, NULL), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'rel' is a mask over 3 batch entries; expected a shared mask (batch 0 or 1) or batch B = 2");
+  TS_EXPECT_STICKY(
+      t, TG_ERR_SHAPE,
+      "argument 'rel' is a mask over 3 batch entries; expected a shared mask (batch 0 or 1) or batch B = 2");
   FRESH();
   cr_expect_eq(tg_attention(t, q, k, v, vl, NULL), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "varlen relation (packed sequences); expected batch B = 1, got B = 2");
@@ -540,7 +564,8 @@ Test(attention, errors) {
   FRESH();
   o.block_prune_threshold = 0.5; /* HOST computes exact attention only */
   cr_expect_eq(tg_attention(t, q, k, v, d34, &o), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "option 'block_prune_threshold' = 0.5 needs provider CUDA_FUSED; provider host");
+  TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED,
+                   "option 'block_prune_threshold' = 0.5 needs provider CUDA_FUSED; provider host");
   o.block_prune_threshold = 0;
   FRESH();
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
@@ -552,7 +577,8 @@ Test(attention, errors) {
 #undef FRESH
   tg_tape_destroy(t);
   tg_relation *rels[6] = {d34, d33, c35, foreign, mask3, vl};
-  for (int i = 0; i < 6; i++) tg_relation_destroy(rels[i]);
+  for (int i = 0; i < 6; i++)
+    tg_relation_destroy(rels[i]);
   tg_runtime_destroy(rt);
   tg_runtime_destroy(other);
 }
@@ -567,7 +593,8 @@ static int32_t ODD_CUQ[4] = {0, 1, 15, 37}, ODD_CUK[4] = {0, 20, 21, 53};
 /* A random mask (about 70% allowed) with row 3 of batch 0 fully blocked, and its CSR form. */
 static void odd_relations(void) {
   uint64_t s = 99;
-  for (int64_t e = 0; e < 2 * 37 * 53; e++) ODD_MASK[e] = (ts_next(&s) % 10) < 7;
+  for (int64_t e = 0; e < 2 * 37 * 53; e++)
+    ODD_MASK[e] = (ts_next(&s) % 10) < 7;
   memset(ODD_MASK + 3 * 53, 0, 53);
   int64_t nnz = 0;
   for (int64_t i = 0; i < 37; i++) {
@@ -582,11 +609,15 @@ static at_ctx ODD[] = {
     {"dense", {.kind = TG_REL_DENSE, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 64, 32)},
     {"causal nq<nk", {.kind = TG_REL_CAUSAL, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 64, 32)},
     {"causal nq>nk", {.kind = TG_REL_CAUSAL, .nq = 53, .nk = 37}, DIMS(1, 53, 37, 2, 1, 64, 64)},
-    {"mask per batch", {.kind = TG_REL_MASK, .nq = 37, .nk = 53, .mask_batch = 2, .mask = ODD_MASK},
+    {"mask per batch",
+     {.kind = TG_REL_MASK, .nq = 37, .nk = 53, .mask_batch = 2, .mask = ODD_MASK},
      DIMS(2, 37, 53, 4, 2, 64, 32)},
-    {"varlen causal", {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = ODD_CUQ, .cu_k = ODD_CUK, .causal = 1},
+    {"varlen causal",
+     {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = ODD_CUQ, .cu_k = ODD_CUK, .causal = 1},
      DIMS(1, 37, 53, 4, 1, 64, 32)},
-    {"csr", {.kind = TG_REL_CSR, .nq = 37, .nk = 53, .row_ptr = ODD_RP, .col_idx = ODD_CI}, DIMS(2, 37, 53, 4, 2, 64, 32)},
+    {"csr",
+     {.kind = TG_REL_CSR, .nq = 37, .nk = 53, .row_ptr = ODD_RP, .col_idx = ODD_CI},
+     DIMS(2, 37, 53, 4, 2, 64, 32)},
     {"N=1", {.kind = TG_REL_CAUSAL, .nq = 1, .nk = 1}, DIMS(3, 1, 1, 2, 1, 64, 32)},
 };
 #define NODD (sizeof ODD / sizeof ODD[0])
@@ -657,7 +688,8 @@ static void run_cuda(tg_runtime *rt, tg_provider p, at_ctx *x, const at_data *d,
   r->out = read_dt(t, y, 0, at_n_out(x));
   size_t n[3] = {(size_t)(x->B * x->Nq * x->Hq * x->D), (size_t)(x->B * x->Nk * x->Hkv * x->D),
                  (size_t)(x->B * x->Nk * x->Hkv * x->Dv)};
-  for (int i = 0; i < 3; i++) r->g[i] = read_dt(t, ids[i], 1, n[i]);
+  for (int i = 0; i < 3; i++)
+    r->g[i] = read_dt(t, ids[i], 1, n[i]);
   tg_tape_destroy(t);
 }
 
@@ -692,8 +724,10 @@ Test(attention_cuda, fused_agrees_with_composed_low_precision) {
            * return rounding noise; a relative error of noise is meaningless. Check instead that
            * the noise is small next to dv (which carries the whole gradient). */
           double nf = 0, nm = 0, nv = 0;
-          for (size_t k = 0; k < n[g]; k++) nf += f.g[g][k] * f.g[g][k], nm += m.g[g][k] * m.g[g][k];
-          for (size_t k = 0; k < n[2]; k++) nv += m.g[2][k] * m.g[2][k];
+          for (size_t k = 0; k < n[g]; k++)
+            nf += f.g[g][k] * f.g[g][k], nm += m.g[g][k] * m.g[g][k];
+          for (size_t k = 0; k < n[2]; k++)
+            nv += m.g[2][k] * m.g[2][k];
           cr_expect(sqrt(nf) <= tols[i] * sqrt(nv) && sqrt(nm) <= tols[i] * sqrt(nv),
                     "%s %s: grad %d should be ~0: |fused| %.3g |composed| %.3g |dv| %.3g", x->name,
                     tg_dtype_name(dts[i]), g, sqrt(nf), sqrt(nm), sqrt(nv));
@@ -805,8 +839,9 @@ Test(attention_cuda, fused_memory_at_16k_is_linear_in_n) {
   size_t io = 8 * n * 2; /* q, k, v, out, and dq, dk, dv, dout in bf16 */
   size_t saved = 0;
   tg_tape_stats(t, NULL, &saved);
-  cr_expect(peak - base <= 8 * io, "fused fwd+bwd at N=%lld: peak %zu bytes above the baseline, inputs+outputs+grads %zu",
-            (long long)N, peak - base, io);
+  cr_expect(peak - base <= 8 * io,
+            "fused fwd+bwd at N=%lld: peak %zu bytes above the baseline, inputs+outputs+grads %zu", (long long)N,
+            peak - base, io);
   cr_log_info("fused causal N=16384 H=8 D=64 bf16: peak above baseline %.1f MB (inputs+outputs+grads %.1f MB), "
               "saved for backward %zu bytes",
               (peak - base) / 1e6, io / 1e6, saved);

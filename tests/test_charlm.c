@@ -48,7 +48,8 @@ Test(charlm, vocabulary_split_and_batches) {
     cr_expect_eq(d.stoi[(unsigned char)want[i]], i);
   }
   cr_expect_eq(d.stoi['Z'], -1);
-  for (int64_t i = 0; i < n; i++) cr_expect_eq(d.itos[d.tokens[i]], (unsigned char)text[i]);
+  for (int64_t i = 0; i < n; i++)
+    cr_expect_eq(d.itos[d.tokens[i]], (unsigned char)text[i]);
   cr_expect_eq(d.n_train, n * 9 / 10);
 
   /* every window lies inside its split and y is x shifted by one */
@@ -63,9 +64,11 @@ Test(charlm, vocabulary_split_and_batches) {
       for (int b = 0; b < 4; b++) {
         int64_t o = -1;
         for (int64_t k = 0; k + 3 < len + 0 && o < 0; k++)
-          if (s[k] == x[b * 3] && s[k + 1] == x[b * 3 + 1] && s[k + 2] == x[b * 3 + 2] && s[k + 3] == y[b * 3 + 2]) o = k;
+          if (s[k] == x[b * 3] && s[k + 1] == x[b * 3 + 1] && s[k + 2] == x[b * 3 + 2] && s[k + 3] == y[b * 3 + 2])
+            o = k;
         cr_expect_geq(o, 0, "window %d of split %d is not in the split", b, split);
-        for (int i = 0; i < 2; i++) cr_expect_eq(y[b * 3 + i], x[b * 3 + i + 1]);
+        for (int i = 0; i < 2; i++)
+          cr_expect_eq(y[b * 3 + i], x[b * 3 + i + 1]);
       }
     }
   /* validation holds n - n_train = 6 tokens: context 5 fits, 6 does not */
@@ -218,7 +221,8 @@ Test(charlm, sampling_and_bad_context) {
   charlm_rng_seed(&r, 1);
   cr_assert_eq(charlm_sample(&m, &d, &prompt, 1, 40, 0.8, 10, &r, out, err), 0, "%s", err);
   cr_expect_eq(strlen(out), 40);
-  for (int i = 0; i < 40; i++) cr_expect_geq(d.stoi[(unsigned char)out[i]], 0);
+  for (int i = 0; i < 40; i++)
+    cr_expect_geq(d.stoi[(unsigned char)out[i]], 0);
   /* top-k 1 is greedy: the RNG and the temperature do not matter */
   charlm_rng_seed(&r, 2);
   cr_assert_eq(charlm_sample(&m, &d, &prompt, 1, 40, 0.5, 1, &r, out, err), 0, "%s", err);

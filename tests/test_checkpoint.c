@@ -28,7 +28,8 @@ static char *path_in(const char *name) {
 }
 static void cleanup_dir(void) {
   static const char *names[] = {"a.ckpt", "b.ckpt", "bad.ckpt", "c.ckpt"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) remove(path_in(names[i]));
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    remove(path_in(names[i]));
   rmdir(g_dir);
   g_dir[0] = 0;
 }
@@ -73,7 +74,8 @@ static model make_model(tg_runtime *rt, uint64_t seed) {
   cr_assert_eq(tg_tape_parameter(m.t, TG_F32, 1, SH1, f, TG_NO_WEIGHT_DECAY, &m.w[1]), TG_OK);
   ts_uniform(d, 5, seed + 2, -1, 1);
   cr_assert_eq(tg_tape_parameter(m.t, TG_F64, 1, SH2, d, 0, &m.w[2]), TG_OK);
-  for (int i = 0; i < 3; i++) h[i] = ts_f32_to_bf16(0.5f * (float)(i + 1) + (float)seed);
+  for (int i = 0; i < 3; i++)
+    h[i] = ts_f32_to_bf16(0.5f * (float)(i + 1) + (float)seed);
   cr_assert_eq(tg_tape_parameter(m.t, TG_BF16, 1, SH3, h, 0, &m.w[3]), TG_OK);
   return m;
 }
@@ -211,15 +213,17 @@ Test(checkpoint, layout_is_as_documented) {
   cr_assert_eq(n, (size_t)(24 + 8 + 16 + 8 + 24 + 16 + 8));
   cr_expect(memcmp(b, "TIGACKPT", 8) == 0);
   cr_expect(b[8] == 1 && b[9] == 0 && b[12] == 0 && b[16] == 1 && b[17] == 0); /* version 1, count 1 */
-  cr_expect(b[24] == TG_F64 && b[28] == 2 && b[32] == 2 && b[40] == 1);      /* dtype, ndim, shape */
-  cr_expect(b[48] == 0 && b[56] == 16);                                      /* step 0, value bytes */
+  cr_expect(b[24] == TG_F64 && b[28] == 2 && b[32] == 2 && b[40] == 1);        /* dtype, ndim, shape */
+  cr_expect(b[48] == 0 && b[56] == 16);                                        /* step 0, value bytes */
   double y[2];
   memcpy(y, b + 64, 16);
   cr_expect(y[0] == 1.5 && y[1] == -2.0);
   cr_expect(b[80] == 0 && b[88] == 0); /* no moments */
   uint64_t h = 0xcbf29ce484222325ull, stored = 0;
-  for (size_t i = 0; i < n - 8; i++) h = (h ^ b[i]) * 0x100000001b3ull;
-  for (int i = 0; i < 8; i++) stored |= (uint64_t)b[n - 8 + i] << (8 * i);
+  for (size_t i = 0; i < n - 8; i++)
+    h = (h ^ b[i]) * 0x100000001b3ull;
+  for (int i = 0; i < 8; i++)
+    stored |= (uint64_t)b[n - 8 + i] << (8 * i);
   cr_expect_eq(stored, h, "checksum is not FNV-1a 64 of the preceding bytes");
   free(b);
   tg_tape_destroy(t);
@@ -303,7 +307,8 @@ Test(checkpoint, mismatched_parameters) {
   model fewer;
   fewer.t = ts_tape(rt);
   cr_assert_eq(tg_tape_parameter(fewer.t, TG_F64, 2, SH0, d, 0, &fewer.w[0]), TG_OK);
-  TS_EXPECT_STATUS(tg_tape_load(fewer.t, p), TG_ERR_SHAPE, fewer.t, "the checkpoint holds 4 parameters; the tape has 1");
+  TS_EXPECT_STATUS(tg_tape_load(fewer.t, p), TG_ERR_SHAPE, fewer.t,
+                   "the checkpoint holds 4 parameters; the tape has 1");
   /* wrong shape of parameter 1 */
   int64_t sh5[1] = {5};
   model shape;
@@ -316,7 +321,8 @@ Test(checkpoint, mismatched_parameters) {
                    "parameter 1 has shape [4] in the checkpoint and [5] on the tape");
   double got[6];
   ts_read(shape.t, shape.w[0], got, 6); /* parameter 0 matched but was not written */
-  for (int i = 0; i < 6; i++) cr_expect_eq(got[i], 0.0);
+  for (int i = 0; i < 6; i++)
+    cr_expect_eq(got[i], 0.0);
   /* wrong dtype of parameter 2 */
   model dtype;
   dtype.t = ts_tape(rt);

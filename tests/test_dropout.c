@@ -104,9 +104,11 @@ Test(dropout, seeds_and_call_counter) {
   tg_tape_set_seed(t, 100);
   ts_read(t, tg_dropout(t, ix, 0.5), e, M);
   int same = 0;
-  for (int i = 0; i < M; i++) same += (a[i] != 0) == (e[i] != 0);
+  for (int i = 0; i < M; i++)
+    same += (a[i] != 0) == (e[i] != 0);
   cr_expect(same < M * 6 / 10, "seeds 99 and 100 agree on %d of %d mask bits", same, M);
-  for (int i = 0; i < M; i++) cr_expect_eq(e[i] != 0, ref_keep(100, 0, (uint64_t)i, 0.5));
+  for (int i = 0; i < M; i++)
+    cr_expect_eq(e[i] != 0, ref_keep(100, 0, (uint64_t)i, 0.5));
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
@@ -124,7 +126,8 @@ Test(dropout, identity_keep_one_and_no_grad) {
   cr_expect(memcmp(x, y, sizeof x) == 0, "keep = 1 is not the identity");
   cr_assert_eq(tg_tape_backward(t, tg_sum(t, iy)), TG_OK, "%s", tg_tape_error(t));
   ts_read_grad(t, ix, g, M);
-  for (int i = 0; i < M; i++) cr_expect_eq(g[i], 1.0);
+  for (int i = 0; i < M; i++)
+    cr_expect_eq(g[i], 1.0);
   char buf[512];
   tg_tape_explain(t, buf, sizeof buf, NULL);
   cr_expect(strstr(buf, "dropout") && strstr(buf, "identity"), "%s", buf);
@@ -142,7 +145,8 @@ Test(dropout, identity_keep_one_and_no_grad) {
   /* every call advances the counter, identity ones included: the next call is call 1 */
   tg_tape_set_grad_enabled(t, 1, NULL);
   ts_read(t, tg_dropout(t, ix, 0.3), y, M);
-  for (int i = 0; i < M; i++) cr_expect_eq(y[i] != 0, ref_keep(0x5eed, 1, (uint64_t)i, 0.3), "element %d", i);
+  for (int i = 0; i < M; i++)
+    cr_expect_eq(y[i] != 0, ref_keep(0x5eed, 1, (uint64_t)i, 0.3), "element %d", i);
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
@@ -176,7 +180,8 @@ Test(dropout, gradient_is_mask_over_keep) {
   cr_expect(strstr(buf, "keep=0.6 call=0 (mask regenerated in backward)"), "%s", buf);
   /* f32 */
   tg_tape_reset(t);
-  for (int i = 0; i < M; i++) xf[i] = (float)x[i];
+  for (int i = 0; i < M; i++)
+    xf[i] = (float)x[i];
   ix = ts_input(t, TG_F32, 2, s, xf, TG_REQUIRES_GRAD);
   iy = tg_dropout(t, ix, keep);
   ts_read(t, iy, y, M);
@@ -273,13 +278,14 @@ Test(dropout_cuda, identical_to_host_f32) {
     int64_t n = sizes[k];
     size_t bytes = (size_t)n * sizeof(float);
     float *x = malloc(bytes), *h[3], *c[3];
-    for (int j = 0; j < 3; j++) h[j] = calloc((size_t)n, sizeof(float)), c[j] = calloc((size_t)n, sizeof(float));
+    for (int j = 0; j < 3; j++)
+      h[j] = calloc((size_t)n, sizeof(float)), c[j] = calloc((size_t)n, sizeof(float));
     ts_uniform_f32(x, (size_t)n, 100 + (uint64_t)k, -3, 3);
     for (int mode = 1; mode >= 0; mode--) {
       run_f32(hrt, TG_PROVIDER_HOST, x, n, keeps[k], mode, h[0], h[1], h[2]);
       run_f32(crt, TG_PROVIDER_CUDA, x, n, keeps[k], mode, c[0], c[1], c[2]);
-      cr_expect(memcmp(h[0], c[0], bytes) == 0, "n %lld keep %g grad %d: first dropout differs", (long long)n,
-                keeps[k], mode);
+      cr_expect(memcmp(h[0], c[0], bytes) == 0, "n %lld keep %g grad %d: first dropout differs", (long long)n, keeps[k],
+                mode);
       cr_expect(memcmp(h[1], c[1], bytes) == 0, "n %lld keep %g grad %d: second dropout differs", (long long)n,
                 keeps[k], mode);
       if (mode)
@@ -288,7 +294,8 @@ Test(dropout_cuda, identical_to_host_f32) {
         cr_expect(memcmp(x, c[1], bytes) == 0, "n %lld: no-grad CUDA dropout is not the identity", (long long)n);
     }
     free(x);
-    for (int j = 0; j < 3; j++) free(h[j]), free(c[j]);
+    for (int j = 0; j < 3; j++)
+      free(h[j]), free(c[j]);
   }
   tg_runtime_destroy(crt);
   tg_runtime_destroy(hrt);

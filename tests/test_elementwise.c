@@ -33,16 +33,20 @@ Test(elementwise, unary_forward_f64) {
   tg_id ix = ts_input(t, TG_F64, 1, S4, x, 0);
   double y[4], w[4];
   ts_read(t, tg_relu(t, ix), y, 4);
-  for (int i = 0; i < 4; i++) w[i] = x[i] > 0 ? x[i] : 0;
+  for (int i = 0; i < 4; i++)
+    w[i] = x[i] > 0 ? x[i] : 0;
   TS_EXPECT_CLOSE(y, w, 4, 0, 1e-15);
   ts_read(t, tg_leaky_relu(t, ix, 0.2), y, 4);
-  for (int i = 0; i < 4; i++) w[i] = x[i] > 0 ? x[i] : 0.2 * x[i];
+  for (int i = 0; i < 4; i++)
+    w[i] = x[i] > 0 ? x[i] : 0.2 * x[i];
   TS_EXPECT_CLOSE(y, w, 4, 0, 1e-15);
   ts_read(t, tg_scale(t, ix, -1.5), y, 4);
-  for (int i = 0; i < 4; i++) w[i] = -1.5 * x[i];
+  for (int i = 0; i < 4; i++)
+    w[i] = -1.5 * x[i];
   TS_EXPECT_CLOSE(y, w, 4, 0, 1e-15);
   ts_read(t, tg_tanh(t, ix), y, 4);
-  for (int i = 0; i < 4; i++) w[i] = (exp(2 * x[i]) - 1) / (exp(2 * x[i]) + 1);
+  for (int i = 0; i < 4; i++)
+    w[i] = (exp(2 * x[i]) - 1) / (exp(2 * x[i]) + 1);
   TS_EXPECT_CLOSE(y, w, 4, 1e-15, 1e-13);
   /* GELU tanh form; reference values computed with Python math.tanh from the formula */
   double gelu_ref[4] = {-0.04540230591222494, -0.15428599017485606, 0.149675350701685, 2.996362607918227};
@@ -69,7 +73,8 @@ Test(elementwise, gradcheck_unary) {
     if (fabs(x[i]) < 0.05) x[i] = 0.3; /* keep away from the kinks of relu */
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 2, sh, x), ts_gc_input(TG_F64, 2, sh, w)};
   unary_fn fns[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale};
-  for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) ts_gradcheck(gc_unary, &fns[k], 2, in);
+  for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++)
+    ts_gradcheck(gc_unary, &fns[k], 2, in);
 }
 
 typedef tg_id (*binary_fn)(tg_tape *, tg_id, tg_id);

@@ -10,7 +10,8 @@ Test(embedding, forward_f32) {
   int64_t st[2] = {5, 3}, si[2] = {2, 2};
   float table[15];
   for (int v = 0; v < 5; v++)
-    for (int d = 0; d < 3; d++) table[v * 3 + d] = (float)(10 * v + d);
+    for (int d = 0; d < 3; d++)
+      table[v * 3 + d] = (float)(10 * v + d);
   int32_t ids[4] = {4, 0, 4, 2};
   tg_id it = ts_input(t, TG_F32, 2, st, table, 0), ii = ts_input(t, TG_I32, 2, si, ids, 0);
   tg_id y = tg_embedding(t, it, ii);
@@ -21,7 +22,8 @@ Test(embedding, forward_f32) {
             (long long)sh[1], (long long)sh[2]);
   double got[12], want[12];
   for (int i = 0; i < 4; i++)
-    for (int d = 0; d < 3; d++) want[i * 3 + d] = 10 * ids[i] + d;
+    for (int d = 0; d < 3; d++)
+      want[i * 3 + d] = 10 * ids[i] + d;
   ts_read(t, y, got, 12);
   TS_EXPECT_CLOSE(got, want, 12, 0, 0);
   /* a scalar id gives one row [D] */
@@ -49,17 +51,19 @@ Test(embedding, backward_accumulates_repeated_ids) {
   ts_uniform(w, 15, 2, -1, 1);
   int32_t ids[5] = {1, 3, 1, 1, 3};
   tg_id it = ts_param(t, TG_F64, 2, st, table);
-  tg_id loss = tg_sum(t, tg_mul(t, tg_embedding(t, it, ts_input(t, TG_I32, 1, si, ids, 0)),
-                                ts_input(t, TG_F64, 2, sw, w, 0)));
+  tg_id loss =
+      tg_sum(t, tg_mul(t, tg_embedding(t, it, ts_input(t, TG_I32, 1, si, ids, 0)), ts_input(t, TG_F64, 2, sw, w, 0)));
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
   double g[12], want[12] = {0};
   for (int i = 0; i < 5; i++)
-    for (int d = 0; d < 3; d++) want[ids[i] * 3 + d] += w[i * 3 + d];
+    for (int d = 0; d < 3; d++)
+      want[ids[i] * 3 + d] += w[i * 3 + d];
   ts_read_grad(t, it, g, 12);
   TS_EXPECT_CLOSE(g, want, 12, 1e-15, 1e-14);
   /* a second sweep adds again into the parameter's gradient (rows 0 and 2 stay zero) */
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
-  for (int k = 0; k < 12; k++) want[k] *= 2;
+  for (int k = 0; k < 12; k++)
+    want[k] *= 2;
   ts_read_grad(t, it, g, 12);
   TS_EXPECT_CLOSE(g, want, 12, 1e-15, 1e-14);
   tg_tape_destroy(t);
@@ -158,7 +162,8 @@ Test(embedding_cuda, matches_host_odd_sizes) {
   ts_uniform(table, 37 * 19, 5, -1, 1);
   int32_t ids[35];
   uint64_t s = 6;
-  for (int i = 0; i < 35; i++) ids[i] = (int32_t)(ts_next(&s) % 11); /* many repeats */
+  for (int i = 0; i < 35; i++)
+    ids[i] = (int32_t)(ts_next(&s) % 11); /* many repeats */
   ids[0] = 36;
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 2, st, table), ts_gc_input(TG_I32, 2, si, ids)};
   ts_check_cuda_vs_host(cv_embedding, NULL, 2, in, TG_F32, TG_PROVIDER_CUDA, 1e-6);

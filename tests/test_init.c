@@ -20,7 +20,8 @@ static void ref_philox(const uint32_t in[4], const uint32_t key_in[2], uint32_t 
       k[1] += 0xBB67AE85u;
     }
     uint64_t p0 = (uint64_t)0xD2511F53u * c[0], p1 = (uint64_t)0xCD9E8D57u * c[2];
-    uint32_t n[4] = {(uint32_t)(p1 >> 32) ^ c[1] ^ k[0], (uint32_t)p1, (uint32_t)(p0 >> 32) ^ c[3] ^ k[1], (uint32_t)p0};
+    uint32_t n[4] = {(uint32_t)(p1 >> 32) ^ c[1] ^ k[0], (uint32_t)p1, (uint32_t)(p0 >> 32) ^ c[3] ^ k[1],
+                     (uint32_t)p0};
     memcpy(c, n, sizeof c);
   }
   memcpy(out, c, sizeof c);
@@ -33,20 +34,22 @@ static void words(uint64_t seed, uint64_t i, uint32_t w[4]) {
 }
 
 /* 53-bit uniform in [0, 1) from two words: 27 high bits of a, 26 of b. */
-static double ref_u53(uint32_t a, uint32_t b) { return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) / 9007199254740992.0; }
+static double ref_u53(uint32_t a, uint32_t b) {
+  return ((double)(a >> 5) * 67108864.0 + (double)(b >> 6)) / 9007199254740992.0;
+}
 
 Test(init, philox_known_answers) {
   /* Random123 kat_vectors: philox4x32 10 <ctr x4> <key x2> -> <out x4> */
-  static const uint32_t kat[3][10] = {
-      {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
-      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0x408f276d, 0x41c83b0e, 0xa20bc7c6,
-       0x6d5451fd},
-      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb, 0x5001e420,
-       0x24126ea1}};
+  static const uint32_t kat[3][10] = {{0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+                                      {0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff,
+                                       0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+                                      {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+                                       0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}};
   for (int v = 0; v < 3; v++) {
     uint32_t out[4];
     ref_philox(kat[v], kat[v] + 4, out);
-    for (int j = 0; j < 4; j++) cr_expect_eq(out[j], kat[v][6 + j], "vector %d word %d", v, j);
+    for (int j = 0; j < 4; j++)
+      cr_expect_eq(out[j], kat[v][6 + j], "vector %d word %d", v, j);
   }
   /* the library's first uniform under seed 0 is built from the first KAT vector */
   tg_init u = {TG_INIT_UNIFORM, 0, 1, 0};
@@ -86,7 +89,8 @@ Test(init, seeds_and_shapes) {
   for (int s = 0; s < 2; s++) {
     cr_assert_eq(tg_init_fill(&seeds[s], TG_F64, 1, sh, c), TG_OK);
     int same = 0;
-    for (int i = 0; i < 1000; i++) same += a[i] == c[i];
+    for (int i = 0; i < 1000; i++)
+      same += a[i] == c[i];
     cr_expect_eq(same, 0, "seed %d: %d equal elements", s, same);
   }
   /* element i depends on i only (not on how the shape splits it) for NORMAL / UNIFORM */
@@ -105,7 +109,8 @@ static void moments(const double *x, int n, double *mean, double *sd, double *lo
     *hi = fmax(*hi, x[i]);
   }
   *mean = s / n;
-  for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+  for (int i = 0; i < n; i++)
+    q += (x[i] - *mean) * (x[i] - *mean);
   *sd = sqrt(q / (n - 1));
 }
 
@@ -120,7 +125,8 @@ Test(init, normal_mean_std) {
   cr_expect(fabs(mean - 2) < 0.05, "mean %g", mean);
   cr_expect(fabs(sd - 3) < 0.035, "std %g", sd);
   int within = 0;
-  for (int i = 0; i < NBIG; i++) within += fabs(x[i] - 2) < 3;
+  for (int i = 0; i < NBIG; i++)
+    within += fabs(x[i] - 2) < 3;
   cr_expect(fabs(within / (double)NBIG - 0.682689) < 0.0075, "P(|z| < 1) = %g", within / (double)NBIG);
 }
 
@@ -134,17 +140,19 @@ Test(init, uniform_bounds_mean_var) {
   moments(x, NBIG, &mean, &sd, &lo, &hi);
   cr_expect(lo >= -0.5 && hi < 2.5, "range [%g, %g]", lo, hi);
   cr_expect(lo < -0.5 + 1e-3 && hi > 2.5 - 1e-3, "range [%g, %g] does not fill [-0.5, 2.5)", lo, hi);
-  cr_expect(fabs(mean - 1) < 0.014, "mean %g", mean);            /* 5 * (3 / sqrt 12) / sqrt n */
-  cr_expect(fabs(sd - 3 / sqrt(12.0)) < 0.01, "std %g", sd);    /* ~ 4.5 standard errors */
+  cr_expect(fabs(mean - 1) < 0.014, "mean %g", mean);        /* 5 * (3 / sqrt 12) / sqrt n */
+  cr_expect(fabs(sd - 3 / sqrt(12.0)) < 0.01, "std %g", sd); /* ~ 4.5 standard errors */
   cr_assert_eq(tg_init_fill(&in, TG_F32, 1, sh, f), TG_OK);
-  for (int i = 0; i < NBIG; i++) cr_assert(f[i] >= -0.5f && f[i] < 2.5f, "f32 element %d = %.9g", i, f[i]);
+  for (int i = 0; i < NBIG; i++)
+    cr_assert(f[i] >= -0.5f && f[i] < 2.5f, "f32 element %d = %.9g", i, f[i]);
 }
 
 /* Xavier: U(-r, r) with r = g sqrt(6 / (fan_in + fan_out)), N(0, g sqrt(2 / (fan_in + fan_out))). */
 static void check_xavier(int ndim, const int64_t *sh, double fan_sum, double gain_field, double gain) {
   static double x[NBIG];
   int64_t n = 1;
-  for (int i = 0; i < ndim; i++) n *= sh[i];
+  for (int i = 0; i < ndim; i++)
+    n *= sh[i];
   cr_assert(n <= NBIG);
   double mean, sd, lo, hi;
   tg_init u = {TG_INIT_XAVIER_UNIFORM, gain_field, 0, 11};
@@ -164,10 +172,10 @@ static void check_xavier(int ndim, const int64_t *sh, double fan_sum, double gai
 
 Test(init, xavier_fans) {
   int64_t s2[2] = {200, 500}, s3[3] = {4, 100, 250}, s1[1] = {NBIG};
-  check_xavier(2, s2, 200 + 500, 0, 1);           /* [in, out] */
-  check_xavier(2, s2, 200 + 500, 2, 2);           /* gain 2 */
-  check_xavier(3, s3, 4 * 100 + 4 * 250, 0, 1);   /* receptive field 4 */
-  check_xavier(1, s1, 2.0 * NBIG, 0.5, 0.5);      /* 1-D: fan_in = fan_out = n */
+  check_xavier(2, s2, 200 + 500, 0, 1);         /* [in, out] */
+  check_xavier(2, s2, 200 + 500, 2, 2);         /* gain 2 */
+  check_xavier(3, s3, 4 * 100 + 4 * 250, 0, 1); /* receptive field 4 */
+  check_xavier(1, s1, 2.0 * NBIG, 0.5, 0.5);    /* 1-D: fan_in = fan_out = n */
 }
 
 Test(init, constants) {
@@ -192,7 +200,8 @@ Test(init, constants) {
 /* The largest float < hi (and >= lo): where an f32 draw that rounded up to hi must land. */
 static float below(double hi) {
   float f = (float)hi;
-  while ((double)f >= hi) f = nextafterf(f, -INFINITY);
+  while ((double)f >= hi)
+    f = nextafterf(f, -INFINITY);
   return f;
 }
 
@@ -201,7 +210,9 @@ Test(init, f32_is_f64_rounded) {
   int n = 97 * 101;
   double *x = malloc((size_t)n * sizeof *x);
   float *f = malloc((size_t)n * sizeof *f);
-  tg_init kinds[4] = {{TG_INIT_NORMAL, -1, 0.3, 5}, {TG_INIT_UNIFORM, -0.5, 2.5, 6}, {TG_INIT_XAVIER_UNIFORM, 0, 0, 7},
+  tg_init kinds[4] = {{TG_INIT_NORMAL, -1, 0.3, 5},
+                      {TG_INIT_UNIFORM, -0.5, 2.5, 6},
+                      {TG_INIT_XAVIER_UNIFORM, 0, 0, 7},
                       {TG_INIT_XAVIER_NORMAL, 1.5, 0, 8}};
   double his[4] = {INFINITY, 2.5, sqrt(6.0 / 198), INFINITY};
   for (int k = 0; k < 4; k++) {
@@ -227,15 +238,18 @@ Test(init, uniform_never_reaches_upper_bound) {
   int64_t sh[1] = {4096};
   tg_init one_ulp_f32 = {TG_INIT_UNIFORM, 1, 1 + 0x1p-23, 3};
   cr_assert_eq(tg_init_fill(&one_ulp_f32, TG_F32, 1, sh, f), TG_OK);
-  for (int i = 0; i < 4096; i++) cr_assert_eq(f[i], 1.0f, "element %d = %.9g", i, f[i]);
+  for (int i = 0; i < 4096; i++)
+    cr_assert_eq(f[i], 1.0f, "element %d = %.9g", i, f[i]);
   tg_init one_ulp_f64 = {TG_INIT_UNIFORM, 1, 1 + 0x1p-52, 3};
   cr_assert_eq(tg_init_fill(&one_ulp_f64, TG_F64, 1, sh, x), TG_OK);
-  for (int i = 0; i < 4096; i++) cr_assert_eq(x[i], 1.0, "element %d = %.17g", i, x[i]);
+  for (int i = 0; i < 4096; i++)
+    cr_assert_eq(x[i], 1.0, "element %d = %.17g", i, x[i]);
   /* lo not representable in f32: draws that round below it move up to the first float >= lo */
   double lo = 0.100000002, hi = lo + 1e-8;
   tg_init narrow = {TG_INIT_UNIFORM, lo, hi, 4};
   cr_assert_eq(tg_init_fill(&narrow, TG_F32, 1, sh, f), TG_OK);
-  for (int i = 0; i < 4096; i++) cr_assert((double)f[i] >= lo && (double)f[i] < hi, "element %d = %.9g", i, f[i]);
+  for (int i = 0; i < 4096; i++)
+    cr_assert((double)f[i] >= lo && (double)f[i] < hi, "element %d = %.9g", i, f[i]);
   /* random ranges in both dtypes */
   double r[2];
   for (int k = 0; k < 50; k++) {
@@ -257,11 +271,11 @@ Test(init, uniform_never_reaches_upper_bound) {
 
 /* ---------------------------------------------------------------- errors */
 
-#define EXPECT_FILL(st, needle, ...)                                                                       \
-  do {                                                                                                     \
-    tg_status s_ = tg_init_fill(__VA_ARGS__);                                                              \
-    cr_expect_eq(s_, (st), "got %s (%s)", tg_status_string(s_), tg_last_error());                          \
-    cr_expect(strstr(tg_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", tg_last_error(), (needle)); \
+#define EXPECT_FILL(st, needle, ...)                                                                                   \
+  do {                                                                                                                 \
+    tg_status s_ = tg_init_fill(__VA_ARGS__);                                                                          \
+    cr_expect_eq(s_, (st), "got %s (%s)", tg_status_string(s_), tg_last_error());                                      \
+    cr_expect(strstr(tg_last_error(), (needle)) != NULL, "message '%s' lacks '%s'", tg_last_error(), (needle));        \
   } while (0)
 
 Test(init, fill_errors) {
@@ -300,7 +314,8 @@ Test(init, parameter_init) {
   tg_init zeros = {TG_INIT_ZEROS, 0, 0, 0};
   cr_assert_eq(tg_tape_parameter_init(t, TG_F32, 1, sh + 1, &zeros, TG_NO_WEIGHT_DECAY, &b), TG_OK);
   ts_read(t, b, got, 6);
-  for (int i = 0; i < 6; i++) cr_expect_eq(got[i], 0.0);
+  for (int i = 0; i < 6; i++)
+    cr_expect_eq(got[i], 0.0);
   size_t count = 0;
   tg_tape_parameters(t, NULL, 0, &count);
   cr_expect_eq(count, 2);
@@ -311,7 +326,8 @@ Test(init, parameter_init) {
   TS_EXPECT_STATUS(tg_tape_parameter_init(t, TG_F64, 2, sh, NULL, 0, &out), TG_ERR_INVALID_ARGUMENT, t,
                    "tg_tape_parameter_init: tg_init_fill: argument 'init' is NULL");
   tg_init bad = {TG_INIT_UNIFORM, 2, 1, 0};
-  TS_EXPECT_STATUS(tg_tape_parameter_init(t, TG_F64, 2, sh, &bad, 0, &out), TG_ERR_INVALID_ARGUMENT, t, "UNIFORM bounds");
+  TS_EXPECT_STATUS(tg_tape_parameter_init(t, TG_F64, 2, sh, &bad, 0, &out), TG_ERR_INVALID_ARGUMENT, t,
+                   "UNIFORM bounds");
   int64_t neg[1] = {-3};
   TS_EXPECT_STATUS(tg_tape_parameter_init(t, TG_F64, 1, neg, &in, 0, &out), TG_ERR_SHAPE, t, "size -3 at dim 0");
   TS_EXPECT_STATUS(tg_tape_parameter_init(t, TG_F64, 2, sh, &in, TG_REQUIRES_GRAD, &out), TG_ERR_INVALID_ARGUMENT, t,

@@ -11,11 +11,14 @@ static void naive_layernorm(const double *x, const double *w, const double *b, d
                             int64_t n) {
   for (int64_t r = 0; r < rows; r++) {
     double mean = 0, var = 0;
-    for (int64_t j = 0; j < n; j++) mean += x[r * n + j];
+    for (int64_t j = 0; j < n; j++)
+      mean += x[r * n + j];
     mean /= (double)n;
-    for (int64_t j = 0; j < n; j++) var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
+    for (int64_t j = 0; j < n; j++)
+      var += (x[r * n + j] - mean) * (x[r * n + j] - mean);
     var /= (double)n;
-    for (int64_t j = 0; j < n; j++) y[r * n + j] = (x[r * n + j] - mean) / sqrt(var + eps) * w[j] + b[j];
+    for (int64_t j = 0; j < n; j++)
+      y[r * n + j] = (x[r * n + j] - mean) / sqrt(var + eps) * w[j] + b[j];
   }
 }
 
@@ -25,7 +28,8 @@ static void run_forward(tg_dtype dt, int ndim, const int64_t *sh, const double *
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   int64_t numel = 1, n = sh[ndim - 1];
-  for (int d = 0; d < ndim; d++) numel *= sh[d];
+  for (int d = 0; d < ndim; d++)
+    numel *= sh[d];
   void *xc = ts_convert(x, (size_t)numel, dt), *wc = ts_convert(w, (size_t)n, dt), *bc = ts_convert(b, (size_t)n, dt);
   tg_id iy = tg_layernorm(t, ts_input(t, dt, ndim, sh, xc, 0), ts_param(t, dt, 1, &sh[ndim - 1], wc),
                           ts_param(t, dt, 1, &sh[ndim - 1], bc), eps);
@@ -40,7 +44,8 @@ static void run_forward(tg_dtype dt, int ndim, const int64_t *sh, const double *
 /* Rounds through dt so the reference sees exactly the values the op sees. */
 static void round_to(double *v, size_t n, tg_dtype dt) {
   if (dt == TG_F32)
-    for (size_t i = 0; i < n; i++) v[i] = (float)v[i];
+    for (size_t i = 0; i < n; i++)
+      v[i] = (float)v[i];
 }
 
 Test(layernorm, forward) {
@@ -74,7 +79,8 @@ static void large_magnitudes(tg_dtype dt, double tol) {
   ts_uniform(x, 8, 4, 1000 - 1, 1000 + 1);
   ts_uniform(x + 8, 8, 5, -1000.5, -999.5);
   ts_uniform(x + 16, 8, 6, -1000, 1000);
-  for (int j = 24; j < 32; j++) x[j] = 1000;
+  for (int j = 24; j < 32; j++)
+    x[j] = 1000;
   ts_uniform(w, 8, 7, 0.5, 1.5);
   ts_uniform(b, 8, 8, -1, 1);
   ts_uniform(R, 32, 9, -1, 1);
@@ -87,14 +93,16 @@ static void large_magnitudes(tg_dtype dt, double tol) {
   tg_id ib = ts_param(t, dt, 1, sn, bc), ir = ts_input(t, dt, 2, sh, rc, 0);
   tg_id iy = tg_layernorm(t, ix, iw, ib, 1e-5);
   ts_read(t, iy, y, 32);
-  for (int i = 0; i < 32; i++) cr_expect(isfinite(y[i]), "%s y[%d] = %g", tg_dtype_name(dt), i, y[i]);
+  for (int i = 0; i < 32; i++)
+    cr_expect(isfinite(y[i]), "%s y[%d] = %g", tg_dtype_name(dt), i, y[i]);
   TS_EXPECT_CLOSE(y, want, 32, tol, tol);
   cr_assert_eq(tg_tape_backward(t, tg_sum(t, tg_mul(t, iy, ir))), TG_OK, "%s", tg_tape_error(t));
   tg_id leaves[3] = {ix, iw, ib};
   int counts[3] = {32, 8, 8};
   for (int k = 0; k < 3; k++) {
     ts_read_grad(t, leaves[k], g, 32);
-    for (int i = 0; i < counts[k]; i++) cr_expect(isfinite(g[i]), "%s grad %d [%d] = %g", tg_dtype_name(dt), k, i, g[i]);
+    for (int i = 0; i < counts[k]; i++)
+      cr_expect(isfinite(g[i]), "%s grad %d [%d] = %g", tg_dtype_name(dt), k, i, g[i]);
   }
   free(xc);
   free(wc);
@@ -223,14 +231,17 @@ Test(layernorm, backward_f32_accumulates) {
         double want[42];
         if (with_x) {
           ts_read_grad(t, ix, g, 42);
-          for (int i = 0; i < 42; i++) want[i] = sweep * gx64[i];
+          for (int i = 0; i < 42; i++)
+            want[i] = sweep * gx64[i];
           TS_EXPECT_CLOSE(g, want, 42, 1e-5, 1e-4);
         }
         ts_read_grad(t, iw, g, 6);
-        for (int i = 0; i < 6; i++) want[i] = sweep * gw64[i];
+        for (int i = 0; i < 6; i++)
+          want[i] = sweep * gw64[i];
         TS_EXPECT_CLOSE(g, want, 6, 1e-5, 1e-4);
         ts_read_grad(t, ib, g, 6);
-        for (int i = 0; i < 6; i++) want[i] = sweep * gb64[i];
+        for (int i = 0; i < 6; i++)
+          want[i] = sweep * gb64[i];
         TS_EXPECT_CLOSE(g, want, 6, 1e-5, 1e-4);
       }
       free(xc);
@@ -251,15 +262,16 @@ Test(layernorm, errors) {
   double wd[3] = {1, 1, 1};
   int32_t xi[6] = {0};
   float one = 1;
-#define FRESH()                                                                                            \
-  tg_tape_reset(t);                                                                                        \
-  tg_id x = ts_input(t, TG_F32, 2, sh, xf, 0), w = ts_input(t, TG_F32, 1, s3, wf, 0),                      \
-        b = ts_input(t, TG_F32, 1, s3, wf, 0);                                                             \
+#define FRESH()                                                                                                        \
+  tg_tape_reset(t);                                                                                                    \
+  tg_id x = ts_input(t, TG_F32, 2, sh, xf, 0), w = ts_input(t, TG_F32, 1, s3, wf, 0),                                  \
+        b = ts_input(t, TG_F32, 1, s3, wf, 0);                                                                         \
   (void)x, (void)w, (void)b
   {
     FRESH();
     cr_expect_eq(tg_layernorm(t, x, ts_input(t, TG_F32, 1, s4, wf, 0), b, 1e-5), TG_NO_ID);
-    TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_layernorm: argument 'w' has shape [4]; expected [n=3] (the last dim of 'x' [2, 3])");
+    TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                     "tg_layernorm: argument 'w' has shape [4]; expected [n=3] (the last dim of 'x' [2, 3])");
     /* sticky: later calls do nothing */
     cr_expect_eq(tg_layernorm(t, x, w, b, 1e-5), TG_NO_ID);
     TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'w'");
@@ -348,7 +360,8 @@ static void cuda_case(int64_t rows, int64_t n, double lo, double hi, int quantiz
          *b = malloc((size_t)n * sizeof(double));
   ts_uniform(x, cnt, (uint64_t)(rows * 7919 + n), lo, hi);
   if (quantize)
-    for (size_t i = 0; i < cnt; i++) x[i] = round(x[i] * 16) / 16;
+    for (size_t i = 0; i < cnt; i++)
+      x[i] = round(x[i] * 16) / 16;
   ts_uniform(w, (size_t)n, 20, 0.5, 1.5);
   ts_uniform(b, (size_t)n, 21, -1, 1);
   tg_gradcheck_input in[3] = {ts_gc_input(TG_F64, 2, sh, x), ts_gc_input(TG_F64, 1, &sh[1], w),
@@ -389,7 +402,8 @@ Test(layernorm_cuda, rejects_f64_and_saves_on_device) {
   int64_t sh[2] = {4, 3}, sn[1] = {3};
   double xd[12] = {0}, wd[3] = {1, 1, 1};
   float xf[12], wf[3] = {1, 1, 1};
-  for (int i = 0; i < 12; i++) xf[i] = (float)i;
+  for (int i = 0; i < 12; i++)
+    xf[i] = (float)i;
   tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
   cr_expect_eq(tg_layernorm(t, ts_input(t, TG_F64, 2, sh, xd, 0), ts_input(t, TG_F64, 1, sn, wd, 0),
                             ts_input(t, TG_F64, 1, sn, wd, 0), 1e-5),

@@ -546,8 +546,8 @@ static void lin2_run(tg_runtime *rt, tg_provider prov, tg_dtype dt, const lin2_c
   tg_tape_set_provider(t, prov, NULL);
   int64_t xs[2] = {c->rows, c->in}, ws[2] = {c->in, c->out}, bs[1] = {c->out}, ys[2] = {c->rows, c->out};
   const int64_t *shapes[L_N] = {xs, ws, bs, c->mode == 0 ? xs : ws, bs};
-  int ndims[L_N] = {2, 2, 1, 2, 1}, wants[L_N] = {c->x_grad, c->w_grad, c->b_grad, c->mode ? c->w_grad : c->x_grad,
-                                                  c->b_grad};
+  int ndims[L_N] = {2, 2, 1, 2, 1},
+      wants[L_N] = {c->x_grad, c->w_grad, c->b_grad, c->mode ? c->w_grad : c->x_grad, c->b_grad};
   int used = c->mode == 0 ? 4 : c->mode == 1 ? 5 : 3;
   tg_id id[L_N];
   for (int i = 0; i < used; i++)
@@ -583,13 +583,14 @@ static void lin2_free(lin2_out *o) {
 }
 
 static void lin2_check(tg_runtime *crt, tg_runtime *hrt, const lin2_cfg *c, tg_dtype dt, double tol) {
-  int64_t numel[L_N + 1] = {c->rows * c->in, c->in * c->out, c->out, c->mode == 0 ? c->rows * c->in : c->in * c->out,
-                            c->out, c->rows * c->out};
+  int64_t numel[L_N + 1] = {c->rows * c->in, c->in * c->out,  c->out, c->mode == 0 ? c->rows * c->in : c->in * c->out,
+                            c->out,          c->rows * c->out};
   double *data[L_N + 1];
   for (int i = 0; i <= L_N; i++) {
     data[i] = uniform_new((size_t)numel[i], 100 + (uint64_t)i);
     if (i == L_W || i == L_X2W2) /* weights ~ 1/sqrt(in): tanh stays out of saturation */
-      for (int64_t k = 0; k < numel[i]; k++) data[i][k] /= sqrt((double)c->in);
+      for (int64_t k = 0; k < numel[i]; k++)
+        data[i][k] /= sqrt((double)c->in);
   }
   lin2_out h = {0}, d = {0};
   lin2_run(hrt, TG_PROVIDER_HOST, TG_F64, c, data, numel, &h);
@@ -672,9 +673,7 @@ Test(linear_cuda, same_value_as_both_operands) {
   free(a);
 }
 
-static tg_id cv_reduce(tg_tape *t, const tg_id *in, void *user) {
-  return user ? tg_mean(t, in[0]) : tg_sum(t, in[0]);
-}
+static tg_id cv_reduce(tg_tape *t, const tg_id *in, void *user) { return user ? tg_mean(t, in[0]) : tg_sum(t, in[0]); }
 
 /* tg_sum / tg_mean on CUDA (16-byte loads and stores with a scalar tail): sizes with and without a
  * tail; the check's loss puts the sum's incoming gradient on the device, lin2 above feeds it from the

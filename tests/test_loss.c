@@ -28,7 +28,8 @@ Test(loss, ce_forward_and_grad_hand_computed_f64) {
   ts_read(t, L, &y, 1);
   double want = ce_hand_loss();
   cr_expect(fabs(y - want) < 1e-14, "loss %.17g, want %.17g", y, want);
-  cr_expect(fabs(want - 0.5058682848905542) < 1e-12, "hand value %.17g", want); /* (0.40760596444 + 0.60413060533) / 2 */
+  cr_expect(fabs(want - 0.5058682848905542) < 1e-12, "hand value %.17g",
+            want); /* (0.40760596444 + 0.60413060533) / 2 */
   cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
   /* d loss / d x_rj = (softmax_rj - [j == t_r]) / 2 for counted rows, 0 for the ignored row */
   double g[9], w[9] = {0};
@@ -52,12 +53,14 @@ Test(loss, ce_forward_f32_and_no_ignore) {
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   float xf[9];
-  for (int i = 0; i < 9; i++) xf[i] = (float)CE_X[i];
+  for (int i = 0; i < 9; i++)
+    xf[i] = (float)CE_X[i];
   int32_t tgs[3] = {2, 0, 1};
   int64_t sx[2] = {3, 3}, st[1] = {3};
   tg_id x = ts_input(t, TG_F32, 2, sx, xf, 0), tg = ts_input(t, TG_I32, 1, st, tgs, 0);
   double y, want = (log(exp(1.0) + exp(2.0) + exp(3.0)) - 3.0 + log(exp(0.5) + exp(-1.0) + 1.0) - 0.5 +
-                    log(3 * exp(4.0)) - 4.0) / 3;
+                    log(3 * exp(4.0)) - 4.0) /
+                   3;
   ts_read(t, tg_cross_entropy(t, x, tg, TG_NO_IGNORE), &y, 1);
   cr_expect(fabs(y - want) < 1e-6, "loss %.9g, want %.9g", y, want);
   /* huge logits: log-sum-exp is shifted by the row max, so nothing overflows */
@@ -149,7 +152,8 @@ Test(loss, mse_forward_values) {
   ts_read(t, tg_mse(t, ts_input(t, TG_F64, 2, s, a, 0), ts_input(t, TG_F64, 2, s, b, 0)), &y, 1);
   cr_expect(fabs(y - want) < 1e-14, "mse %.17g, want %.17g", y, want);
   float af[6], bf[6];
-  for (int i = 0; i < 6; i++) af[i] = (float)a[i], bf[i] = (float)b[i];
+  for (int i = 0; i < 6; i++)
+    af[i] = (float)a[i], bf[i] = (float)b[i];
   ts_read(t, tg_mse(t, ts_input(t, TG_F32, 2, s, af, 0), ts_input(t, TG_F32, 2, s, bf, 0)), &y, 1);
   cr_expect(fabs(y - want) < 1e-5, "mse f32 %.9g, want %.9g", y, want);
   /* gradient 2 (a - b) / n and its negative */
@@ -158,7 +162,8 @@ Test(loss, mse_forward_values) {
   double ga[6], gb[6], wa[6], wb[6];
   ts_read_grad(t, ia, ga, 6);
   ts_read_grad(t, ib, gb, 6);
-  for (int i = 0; i < 6; i++) wa[i] = 2 * (a[i] - b[i]) / 6, wb[i] = -wa[i];
+  for (int i = 0; i < 6; i++)
+    wa[i] = 2 * (a[i] - b[i]) / 6, wb[i] = -wa[i];
   TS_EXPECT_CLOSE(ga, wa, 6, 1e-15, 1e-14);
   TS_EXPECT_CLOSE(gb, wb, 6, 1e-15, 1e-14);
   tg_tape_destroy(t);
@@ -205,7 +210,8 @@ Test(loss, ce_errors) {
   FRESH();
   it = ts_input(t, TG_I32, 1, s3, bad3, 0);
   cr_expect_eq(tg_cross_entropy(t, ix, it, TG_NO_IGNORE), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "argument 'targets' has shape [3]; expected [2] (the leading dims of 'logits' [2, 3])");
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "argument 'targets' has shape [3]; expected [2] (the leading dims of 'logits' [2, 3])");
   FRESH();
   it = ts_input(t, TG_I32, 2, s23, bad3, 0);
   cr_expect_eq(tg_cross_entropy(t, ix, it, TG_NO_IGNORE), TG_NO_ID);
@@ -230,7 +236,8 @@ Test(loss, ce_errors) {
   int32_t t3[6] = {0, 1, 2, 3, 4, 3};
   it = ts_input(t, TG_I32, 2, s23, t3, 0);
   cr_expect_eq(tg_cross_entropy(t, i3, it, 3), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "holds 4 at [1, 1] (row 4); expected a class in [0, 4) or ignore_index 3");
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT,
+                   "holds 4 at [1, 1] (row 4); expected a class in [0, 4) or ignore_index 3");
   tg_tape_reset(t);
   double sc = 1;
   tg_id isc = ts_input(t, TG_F64, 0, NULL, &sc, 0), it0 = ts_input(t, TG_I32, 0, NULL, ok, 0);
@@ -309,7 +316,8 @@ static void ce_cuda_case(int64_t rows, int64_t C, tg_dtype dt, double tol, uint6
   int32_t *tg = malloc((size_t)rows * sizeof(int32_t));
   ts_uniform(x, (size_t)(rows * C), seed, -4, 4);
   uint64_t s = seed;
-  for (int64_t r = 0; r < rows; r++) tg[r] = r % 7 == 3 ? -100 : (int32_t)(ts_next(&s) % (uint64_t)C);
+  for (int64_t r = 0; r < rows; r++)
+    tg[r] = r % 7 == 3 ? -100 : (int32_t)(ts_next(&s) % (uint64_t)C);
   ce_args ign = {-100};
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 2, sx, x), ts_gc_input(TG_I32, 1, st, tg)};
   ts_check_cuda_vs_host(cv_ce, &ign, 2, in, dt, TG_PROVIDER_CUDA, tol);
@@ -332,11 +340,13 @@ Test(loss_cuda, ce_all_ignored_and_3d) {
   double x[105];
   ts_uniform(x, 105, 70, -2, 2);
   int32_t tg[15];
-  for (int i = 0; i < 15; i++) tg[i] = -1;
+  for (int i = 0; i < 15; i++)
+    tg[i] = -1;
   ce_args ign = {-1};
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 3, sx, x), ts_gc_input(TG_I32, 2, st, tg)};
   ts_check_cuda_vs_host(cv_ce, &ign, 2, in, TG_F32, TG_PROVIDER_CUDA, 1e-6);
-  for (int i = 0; i < 15; i++) tg[i] = i % 4 ? i % 7 : -1;
+  for (int i = 0; i < 15; i++)
+    tg[i] = i % 4 ? i % 7 : -1;
   ts_check_cuda_vs_host(cv_ce, &ign, 2, in, TG_F32, TG_PROVIDER_CUDA, 1e-5);
 }
 

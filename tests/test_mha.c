@@ -18,7 +18,8 @@ static void mm(const double *x, const double *w, double *y, int64_t rows, int64_
   for (int64_t r = 0; r < rows; r++)
     for (int64_t c = 0; c < out; c++) {
       double s = 0;
-      for (int64_t i = 0; i < in; i++) s += x[r * in + i] * w[i * out + c];
+      for (int64_t i = 0; i < in; i++)
+        s += x[r * in + i] * w[i * out + c];
       y[r * out + c] = s;
     }
 }
@@ -44,15 +45,18 @@ static void naive_mha(const mha_case *c, const double *x, const double *wq, cons
           if (!ok) continue;
           double d = 0;
           for (int64_t e = 0; e < c->D; e++)
-            d += Q[(b * c->n + i) * c->Hq * c->D + h * c->D + e] * K[(b * c->n + j) * c->Hkv * c->D + (h / G) * c->D + e];
+            d += Q[(b * c->n + i) * c->Hq * c->D + h * c->D + e] *
+                 K[(b * c->n + j) * c->Hkv * c->D + (h / G) * c->D + e];
           s[j] = scale * d;
           m = fmax(m, s[j]);
         }
-        for (int64_t j = 0; j < c->n; j++) z += s[j] == -INFINITY ? 0 : exp(s[j] - m);
+        for (int64_t j = 0; j < c->n; j++)
+          z += s[j] == -INFINITY ? 0 : exp(s[j] - m);
         for (int64_t j = 0; j < c->n && z > 0; j++) {
           double p = s[j] == -INFINITY ? 0 : exp(s[j] - m) / z;
           for (int64_t e = 0; e < c->Dv; e++)
-            O[(b * c->n + i) * c->Hq * c->Dv + h * c->Dv + e] += p * V[(b * c->n + j) * c->Hkv * c->Dv + (h / G) * c->Dv + e];
+            O[(b * c->n + i) * c->Hq * c->Dv + h * c->Dv + e] +=
+                p * V[(b * c->n + j) * c->Hkv * c->Dv + (h / G) * c->Dv + e];
         }
       }
   mm(O, wo, y, rows, c->Hq * c->Dv, c->dm);
@@ -78,11 +82,14 @@ static void data_init(mha_data *d, const mha_case *c, uint64_t seed) {
     ts_uniform(d->w[i], (size_t)(d->sw[i][0] * d->sw[i][1]), seed + 1 + i, -0.6, 0.6);
   }
 }
-static void data_free(mha_data *d) { free(d->x), free(d->r), free(d->w[0]), free(d->w[1]), free(d->w[2]), free(d->w[3]); }
+static void data_free(mha_data *d) {
+  free(d->x), free(d->r), free(d->w[0]), free(d->w[1]), free(d->w[2]), free(d->w[3]);
+}
 
 static void gc_inputs(const mha_data *d, tg_gradcheck_input *in, int with_r) {
   in[0] = ts_gc_input(TG_F64, 3, d->sx, d->x);
-  for (int i = 0; i < 4; i++) in[1 + i] = ts_gc_input(TG_F64, 2, d->sw[i], d->w[i]);
+  for (int i = 0; i < 4; i++)
+    in[1 + i] = ts_gc_input(TG_F64, 2, d->sw[i], d->w[i]);
   if (with_r) {
     in[5] = ts_gc_input(TG_F64, 3, d->sx, d->r);
     in[5].differentiable = 0;
@@ -93,9 +100,14 @@ static tg_id mha_fn(tg_tape *t, const tg_id *in, void *user) {
   const mha_case *c = user;
   return tg_mha(t, in[0], in[1], in[2], in[3], in[4], &c->o);
 }
-static tg_id mha_loss(tg_tape *t, const tg_id *in, void *user) { return tg_sum(t, tg_mul(t, mha_fn(t, in, user), in[5])); }
+static tg_id mha_loss(tg_tape *t, const tg_id *in, void *user) {
+  return tg_sum(t, tg_mul(t, mha_fn(t, in, user), in[5]));
+}
 
-#define SMALL(causal_, mask_) {2, 5, 8, 2, 1, 4, 3, mask_, causal_, {.heads_q = 2, .heads_kv = 1, .causal = causal_}}
+#define SMALL(causal_, mask_)                                                                                          \
+  {                                                                                                                    \
+    2, 5, 8, 2, 1, 4, 3, mask_, causal_, { .heads_q = 2, .heads_kv = 1, .causal = causal_ }                            \
+  }
 
 static void expect_forward(mha_case *c, tg_dtype dt) {
   mha_data d;
@@ -139,7 +151,8 @@ Test(mha, forward_matches_reference) {
   cr_assert_eq(tg_relation_mask(rt, 0, 5, 5, m, &rel), TG_OK);
   tg_tape *t = ts_tape(rt);
   tg_id ids[5] = {ts_input(t, TG_F64, 3, d.sx, d.x, 0)};
-  for (int i = 0; i < 4; i++) ids[1 + i] = ts_param(t, TG_F64, 2, d.sw[i], d.w[i]);
+  for (int i = 0; i < 4; i++)
+    ids[1 + i] = ts_param(t, TG_F64, 2, d.sw[i], d.w[i]);
   masked.o.rel = rel;
   ts_read(t, mha_fn(t, ids, &masked), got, 80);
   TS_EXPECT_CLOSE(got, want, 80, 1e-12, 1e-12);
@@ -171,7 +184,8 @@ Test(mha, structure_and_provider_restored) {
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
   tg_id ids[5] = {ts_input(t, TG_F64, 3, d.sx, d.x, 0)};
-  for (int i = 0; i < 4; i++) ids[1 + i] = ts_param(t, TG_F64, 2, d.sw[i], d.w[i]);
+  for (int i = 0; i < 4; i++)
+    ids[1 + i] = ts_param(t, TG_F64, 2, d.sw[i], d.w[i]);
   tg_tape_set_provider(t, TG_PROVIDER_HOST, NULL);
   c.o.attention_provider = TG_PROVIDER_HOST;
   tg_id y = mha_fn(t, ids, &c);
@@ -187,7 +201,8 @@ Test(mha, structure_and_provider_restored) {
   tg_tape_explain(t, buf, sizeof buf, NULL);
   cr_expect(strstr(buf, "rel=causal Hq=2 Hkv=1 D=4 Dv=3") != NULL, "%s", buf);
   int linears = 0;
-  for (const char *p = buf; (p = strstr(p, "linear")); p++) linears++;
+  for (const char *p = buf; (p = strstr(p, "linear")); p++)
+    linears++;
   cr_expect_eq(linears, 4, "four projections recorded:\n%s", buf);
   cr_expect_eq(tg_tape_backward(t, tg_sum(t, y)), TG_OK, "%s", tg_tape_error(t));
   tg_tape_destroy(t);
@@ -203,9 +218,10 @@ Test(mha, errors) {
   int64_t bad_q[2] = {8, 7}, bad_k[2] = {8, 5}, bad_o[2] = {8, 8};
   tg_mha_options o = {.heads_q = 2, .heads_kv = 1, .causal = 1};
   tg_id x, wq, wk, wv, wo;
-#define FRESH() (tg_tape_reset(t), x = ts_input(t, TG_F64, 3, sx, z, 0), wq = ts_input(t, TG_F64, 2, sq, z, 0), \
-                 wk = ts_input(t, TG_F64, 2, sk, z, 0), wv = ts_input(t, TG_F64, 2, sv, z, 0),                     \
-                 wo = ts_input(t, TG_F64, 2, so, z, 0))
+#define FRESH()                                                                                                        \
+  (tg_tape_reset(t), x = ts_input(t, TG_F64, 3, sx, z, 0), wq = ts_input(t, TG_F64, 2, sq, z, 0),                      \
+   wk = ts_input(t, TG_F64, 2, sk, z, 0), wv = ts_input(t, TG_F64, 2, sv, z, 0),                                       \
+   wo = ts_input(t, TG_F64, 2, so, z, 0))
   FRESH();
   cr_expect_neq(tg_mha(t, x, wq, wk, wv, wo, &o), TG_NO_ID, "%s", tg_tape_error(t));
   FRESH();
@@ -239,7 +255,8 @@ Test(mha, errors) {
   tg_relation_dense(rt, 4, 4, &r4);
   tg_mha_options orel = {.heads_q = 2, .heads_kv = 1, .rel = r4};
   cr_expect_eq(tg_mha(t, x, wq, wk, wv, wo, &orel), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "tg_attention: argument 'rel' is a dense relation over nq = 4, nk = 4; expected nq = Nq = 5");
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "tg_attention: argument 'rel' is a dense relation over nq = 4, nk = 4; expected nq = Nq = 5");
   FRESH();
   tg_mha_options ofused = {.heads_q = 2, .attention_provider = TG_PROVIDER_CUDA_FUSED};
   int64_t sk2[2] = {8, 8}, sv2[2] = {8, 6};

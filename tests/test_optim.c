@@ -35,7 +35,8 @@ static tg_id param(tg_tape *t, tg_dtype dt, const double *init, unsigned flags) 
 /* Values as the test sees them after storing in dt. */
 static void round_to(double *x, int n, tg_dtype dt) {
   if (dt == TG_F32)
-    for (int i = 0; i < n; i++) x[i] = (float)x[i];
+    for (int i = 0; i < n; i++)
+      x[i] = (float)x[i];
 }
 
 /* ---------------------------------------------------------------- SGD */
@@ -192,7 +193,8 @@ Test(adamw, first_step_is_lr_times_sign) {
   tg_adamw_options o = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-12, .weight_decay = 0};
   cr_assert_eq(tg_adamw_step(t, &o), TG_OK);
   ts_read(t, w, got, N);
-  for (int i = 0; i < N; i++) cr_expect(fabs(got[i] - (P0[0][i] - 0.01 * (g[0][i] > 0 ? 1 : -1))) < 1e-9);
+  for (int i = 0; i < N; i++)
+    cr_expect(fabs(got[i] - (P0[0][i] - 0.01 * (g[0][i] > 0 ? 1 : -1))) < 1e-9);
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
@@ -218,7 +220,8 @@ Test(clip, norm_reported_and_gradients_scaled) {
     cr_expect_eq(norm, 13.0);
     double coef = 6.5 / (13.0 + 1e-6);
     for (int k = 0; k < 2; k++) {
-      for (int i = 0; i < N; i++) want[i] = dts[d] == TG_F32 ? (double)(float)(g[k][i] * coef) : g[k][i] * coef;
+      for (int i = 0; i < N; i++)
+        want[i] = dts[d] == TG_F32 ? (double)(float)(g[k][i] * coef) : g[k][i] * coef;
       ts_read_grad(t, w[k], got, N);
       TS_EXPECT_CLOSE(got, want, N, 1e-300, 1e-15);
     }
@@ -259,7 +262,8 @@ Test(optim, option_and_state_errors) {
   so = (tg_sgd_options){.lr = 0.1, .dampening = INFINITY};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'dampening' is inf");
   so = (tg_sgd_options){.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = 1};
-  TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "Nesterov momentum needs momentum > 0 and dampening 0");
+  TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t,
+                   "Nesterov momentum needs momentum > 0 and dampening 0");
   so = (tg_sgd_options){.lr = 0.1, .nesterov = 1};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "Nesterov");
 
@@ -267,13 +271,15 @@ Test(optim, option_and_state_errors) {
   cr_expect_eq(tg_adamw_step(NULL, &ao), TG_ERR_INVALID_ARGUMENT);
   TS_EXPECT_STATUS(tg_adamw_step(t, NULL), TG_ERR_INVALID_ARGUMENT, t, "tg_adamw_step: argument 'opts' is NULL");
   ao.beta1 = 1.0;
-  TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'beta1' is 1; expected a number in [0, 1)");
+  TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t,
+                   "option 'beta1' is 1; expected a number in [0, 1)");
   ao = tg_adamw_defaults();
   ao.beta2 = -0.1;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'beta2' is -0.1");
   ao = tg_adamw_defaults();
   ao.eps = 0;
-  TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'eps' is 0; expected a finite number > 0");
+  TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t,
+                   "option 'eps' is 0; expected a finite number > 0");
   ao = tg_adamw_defaults();
   ao.lr = INFINITY;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'lr' is inf");
@@ -306,7 +312,8 @@ Test(optim, option_and_state_errors) {
   tg_tape_reset(t);
   cr_expect_eq(tg_sgd_step(t, &so), TG_OK, "%s", tg_tape_error(t));
   ts_read(t, w, got, N);
-  for (int i = 0; i < N; i++) cr_expect_eq(got[i], P0[0][i] - 0.1 * g[0][i]);
+  for (int i = 0; i < N; i++)
+    cr_expect_eq(got[i], P0[0][i] - 0.1 * g[0][i]);
   cr_expect_eq(tg_tape_status(t), TG_OK);
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
@@ -417,12 +424,14 @@ Test(optim_cuda, allocation_failure_leaves_parameters_untouched) {
   tg_id xi = ts_input(t, TG_F32, 1, &len, x, 0);
   tg_id loss = tg_add(t, tg_sum(t, tg_mul(t, w[0], xi)), tg_sum(t, tg_mul(t, w[1], xi)));
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
-  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], before + k * len, (size_t)len * sizeof(float));
+  for (int k = 0; k < 2; k++)
+    tg_tape_read(t, w[k], before + k * len, (size_t)len * sizeof(float));
   tg_adamw_options o = tg_adamw_defaults();
   cr_assert_eq(tg_runtime_inject_alloc_failure(dev, 2), TG_OK); /* m0, v0 succeed, m1 fails */
   TS_EXPECT_STATUS(tg_adamw_step(t, &o), TG_ERR_OUT_OF_MEMORY, t, "injected");
   cr_expect_eq(tg_tape_status(t), TG_OK);
-  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
+  for (int k = 0; k < 2; k++)
+    tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
   cr_expect(memcmp(before, after, 2 * (size_t)len * sizeof(float)) == 0, "a failed step moved parameters");
   cr_assert_eq(tg_runtime_inject_alloc_failure(dev, 0), TG_OK);
   double norm = -1;
@@ -431,7 +440,8 @@ Test(optim_cuda, allocation_failure_leaves_parameters_untouched) {
   cr_expect_eq(tg_tape_status(t), TG_OK);
   /* retry: one AdamW step from zero state moves each coordinate by lr * sign(g) (+ decay) */
   cr_assert_eq(tg_adamw_step(t, &o), TG_OK, "%s", tg_tape_error(t));
-  for (int k = 0; k < 2; k++) tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
+  for (int k = 0; k < 2; k++)
+    tg_tape_read(t, w[k], after + k * len, (size_t)len * sizeof(float));
   for (int64_t i = 0; i < 2 * len; i++) {
     double p = before[i], g = x[i % len];
     double want = p * (1 - o.lr * o.weight_decay) - o.lr * g / (fabs(g) + o.eps);

@@ -38,7 +38,8 @@ static void run(tg_runtime *rt, const tg_provider *provs, double *loss, double *
   ts_uniform(x, ROWS * COLS, 1, -2, 2);
   ts_uniform(w, ROWS * COLS, 2, -2, 2);
   ts_uniform(b, COLS, 3, -1, 1);
-  float *xf = ts_convert(x, ROWS * COLS, TG_F32), *wf = ts_convert(w, ROWS * COLS, TG_F32), *bf = ts_convert(b, COLS, TG_F32);
+  float *xf = ts_convert(x, ROWS * COLS, TG_F32), *wf = ts_convert(w, ROWS * COLS, TG_F32),
+        *bf = ts_convert(b, COLS, TG_F32);
   tg_id ix = ts_input(t, TG_F32, 2, sx, xf, TG_REQUIRES_GRAD);
   tg_id iw = ts_param(t, TG_F32, 2, sx, wf);
   tg_id ib = ts_param(t, TG_F32, 1, sb, bf);
@@ -62,7 +63,8 @@ static void run(tg_runtime *rt, const tg_provider *provs, double *loss, double *
 Test(providers, mixed_tape_matches_all_host) {
   tg_runtime *rt = ts_cuda_runtime_or_skip();
   const tg_provider H = TG_PROVIDER_HOST, C = TG_PROVIDER_CUDA;
-  tg_provider all_host[7] = {H, H, H, H, H, H, H}, mixed[7] = {C, H, C, H, C, H, C}, all_cuda[7] = {C, C, C, C, C, C, C};
+  tg_provider all_host[7] = {H, H, H, H, H, H, H}, mixed[7] = {C, H, C, H, C, H, C},
+              all_cuda[7] = {C, C, C, C, C, C, C};
   static double gx0[ROWS * COLS], gw0[ROWS * COLS], gb0[COLS], gx1[ROWS * COLS], gw1[ROWS * COLS], gb1[COLS];
   double l0, l1;
   run(rt, all_host, &l0, gx0, gw0, gb0, NULL);
@@ -111,7 +113,8 @@ Test(providers, injected_oom_is_a_status_and_tape_stays_usable) {
   tg_tape *t = ts_tape(rt);
   int64_t s[1] = {1 << 20};
   float *x = calloc(1 << 20, sizeof(float));
-  for (int i = 0; i < (1 << 20); i++) x[i] = (float)(i % 7) - 3;
+  for (int i = 0; i < (1 << 20); i++)
+    x[i] = (float)(i % 7) - 3;
   tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
   tg_id ix = ts_input(t, TG_F32, 1, s, x, 0);
   cr_assert_eq(tg_runtime_inject_alloc_failure(rt, 0), TG_OK);
@@ -124,7 +127,8 @@ Test(providers, injected_oom_is_a_status_and_tape_stays_usable) {
   double v;
   cr_assert_eq(tg_tape_scalar(t, y, &v), TG_OK, "%s", tg_tape_error(t));
   double want = 0;
-  for (int i = 0; i < (1 << 20); i++) want += x[i] > 0 ? x[i] : 0;
+  for (int i = 0; i < (1 << 20); i++)
+    want += x[i] > 0 ? x[i] : 0;
   cr_expect(fabs(v - want) <= 1e-4 * want, "%g vs %g", v, want);
   size_t cur = 0, peak = 0;
   cr_expect_eq(tg_runtime_memory(rt, &cur, &peak), TG_OK);

@@ -2,13 +2,13 @@
  * (message names the argument, the index, what was expected and what came). */
 #include "support.h"
 
-#define EXPECT_REL_ERR(expr, st, rt, needle)                                                                   \
-  do {                                                                                                         \
-    tg_status s_ = (expr);                                                                                     \
-    cr_expect_eq(s_, (st), "%s returned %s (msg: %s)", #expr, tg_status_string(s_), tg_runtime_error(rt));   \
-    cr_expect(strstr(tg_runtime_error(rt), (needle)) != NULL, "message '%s' lacks '%s'", tg_runtime_error(rt), \
-              (needle));                                                                                       \
-    cr_expect(strstr(tg_last_error(), (needle)) != NULL, "last error '%s' lacks '%s'", tg_last_error(), (needle)); \
+#define EXPECT_REL_ERR(expr, st, rt, needle)                                                                           \
+  do {                                                                                                                 \
+    tg_status s_ = (expr);                                                                                             \
+    cr_expect_eq(s_, (st), "%s returned %s (msg: %s)", #expr, tg_status_string(s_), tg_runtime_error(rt));             \
+    cr_expect(strstr(tg_runtime_error(rt), (needle)) != NULL, "message '%s' lacks '%s'", tg_runtime_error(rt),         \
+              (needle));                                                                                               \
+    cr_expect(strstr(tg_last_error(), (needle)) != NULL, "last error '%s' lacks '%s'", tg_last_error(), (needle));     \
   } while (0)
 
 static void expect_info(const tg_relation *r, tg_relation_kind kind, int64_t nq, int64_t nk, int64_t allowed) {
@@ -179,7 +179,8 @@ Test(relation, errors_concat_parts) {
   cr_assert_eq(tg_relation_mask(rt, 2, 2, 2, m, &per), TG_OK);
   tg_relation *p1[2] = {a, b}, *p2[2] = {a, per};
   EXPECT_REL_ERR(tg_relation_concat(rt, 2, p1, &r), TG_ERR_INVALID_ARGUMENT, rt, "parts[1] built on another runtime");
-  EXPECT_REL_ERR(tg_relation_concat(rt, 2, p2, &r), TG_ERR_INVALID_ARGUMENT, rt, "parts[1], a per-batch mask (batch 2)");
+  EXPECT_REL_ERR(tg_relation_concat(rt, 2, p2, &r), TG_ERR_INVALID_ARGUMENT, rt,
+                 "parts[1], a per-batch mask (batch 2)");
   cr_expect_null(r);
   tg_relation_destroy(a);
   tg_relation_destroy(b);

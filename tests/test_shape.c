@@ -15,7 +15,8 @@ static void expect_shape(tg_tape *t, tg_id id, int ndim, const int64_t *want) {
 
 static double *iota(size_t n) {
   double *x = malloc(n * sizeof *x);
-  for (size_t i = 0; i < n; i++) x[i] = (double)i;
+  for (size_t i = 0; i < n; i++)
+    x[i] = (double)i;
   return x;
 }
 
@@ -62,7 +63,8 @@ Test(shape, transpose_forward) {
   expect_shape(t, y02, 3, s02);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
-      for (int k = 0; k < 4; k++) w[(k * 3 + j) * 2 + i] = x[(i * 3 + j) * 4 + k];
+      for (int k = 0; k < 4; k++)
+        w[(k * 3 + j) * 2 + i] = x[(i * 3 + j) * 4 + k];
   ts_read(t, y02, y, 24);
   TS_EXPECT_CLOSE(y, w, 24, 0, 0);
   /* (-1, -2): y[i][k][j] = x[i][j][k] */
@@ -71,7 +73,8 @@ Test(shape, transpose_forward) {
   expect_shape(t, y12, 3, s12);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 3; j++)
-      for (int k = 0; k < 4; k++) w[(i * 4 + k) * 3 + j] = x[(i * 3 + j) * 4 + k];
+      for (int k = 0; k < 4; k++)
+        w[(i * 4 + k) * 3 + j] = x[(i * 3 + j) * 4 + k];
   ts_read(t, y12, y, 24);
   TS_EXPECT_CLOSE(y, w, 24, 0, 0);
   /* a dim with itself: a copy */
@@ -85,7 +88,8 @@ Test(shape, transpose_forward) {
   for (int a = 0; a < 2; a++)
     for (int b = 0; b < 3; b++)
       for (int c = 0; c < 4; c++)
-        for (int d = 0; d < 5; d++) w4[((a * 5 + d) * 4 + c) * 3 + b] = x4[((a * 3 + b) * 4 + c) * 5 + d];
+        for (int d = 0; d < 5; d++)
+          w4[((a * 5 + d) * 4 + c) * 3 + b] = x4[((a * 3 + b) * 4 + c) * 5 + d];
   ts_read(t, i4, y4, 120);
   TS_EXPECT_CLOSE(y4, w4, 120, 0, 0);
   cr_expect_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
@@ -105,23 +109,29 @@ Test(shape, concat_slice_split_forward) {
   /* leading dims [2, 2], widths 2, 3, 1 */
   int64_t sa[3] = {2, 2, 2}, sb[3] = {2, 2, 3}, sc[3] = {2, 2, 1}, sy[3] = {2, 2, 6};
   float a[8], b[12], c[4];
-  for (int i = 0; i < 8; i++) a[i] = (float)(100 + i);
-  for (int i = 0; i < 12; i++) b[i] = (float)(200 + i);
-  for (int i = 0; i < 4; i++) c[i] = (float)(300 + i);
+  for (int i = 0; i < 8; i++)
+    a[i] = (float)(100 + i);
+  for (int i = 0; i < 12; i++)
+    b[i] = (float)(200 + i);
+  for (int i = 0; i < 4; i++)
+    c[i] = (float)(300 + i);
   tg_id xs[3] = {ts_input(t, TG_F32, 3, sa, a, 0), ts_input(t, TG_F32, 3, sb, b, 0), ts_input(t, TG_F32, 3, sc, c, 0)};
   tg_id iy = tg_concat(t, 3, xs);
   expect_shape(t, iy, 3, sy);
   double y[24], w[24];
   for (int r = 0; r < 4; r++) {
-    for (int j = 0; j < 2; j++) w[r * 6 + j] = a[r * 2 + j];
-    for (int j = 0; j < 3; j++) w[r * 6 + 2 + j] = b[r * 3 + j];
+    for (int j = 0; j < 2; j++)
+      w[r * 6 + j] = a[r * 2 + j];
+    for (int j = 0; j < 3; j++)
+      w[r * 6 + 2 + j] = b[r * 3 + j];
     w[r * 6 + 5] = c[r];
   }
   ts_read(t, iy, y, 24);
   TS_EXPECT_CLOSE(y, w, 24, 0, 0);
   /* one value: a copy */
   double one[8], wa[8];
-  for (int i = 0; i < 8; i++) wa[i] = a[i];
+  for (int i = 0; i < 8; i++)
+    wa[i] = a[i];
   ts_read(t, tg_concat(t, 1, xs), one, 8);
   TS_EXPECT_CLOSE(one, wa, 8, 0, 0);
   /* slice columns [1, 4) of y: a[.,1], b[.,0], b[.,1] */
@@ -130,7 +140,8 @@ Test(shape, concat_slice_split_forward) {
   expect_shape(t, is, 3, ss);
   double s[12], ws[12];
   for (int r = 0; r < 4; r++)
-    for (int j = 0; j < 3; j++) ws[r * 3 + j] = w[r * 6 + 1 + j];
+    for (int j = 0; j < 3; j++)
+      ws[r * 3 + j] = w[r * 6 + 1 + j];
   ts_read(t, is, s, 12);
   TS_EXPECT_CLOSE(s, ws, 12, 0, 0);
   /* split back into the pieces {2, 3, 1} */
@@ -139,8 +150,10 @@ Test(shape, concat_slice_split_forward) {
   tg_id first = tg_split(t, iy, 3, sizes, outs);
   cr_expect_eq(first, outs[0]);
   double pa[8], pb[12], pc[4], wb[12], wc[4];
-  for (int i = 0; i < 12; i++) wb[i] = b[i];
-  for (int i = 0; i < 4; i++) wc[i] = c[i];
+  for (int i = 0; i < 12; i++)
+    wb[i] = b[i];
+  for (int i = 0; i < 4; i++)
+    wc[i] = c[i];
   ts_read(t, outs[0], pa, 8);
   ts_read(t, outs[1], pb, 12);
   ts_read(t, outs[2], pc, 4);
@@ -357,7 +370,8 @@ Test(shape, transpose_errors) {
   float x[24] = {0}, s = 1;
   tg_id ix = ts_input(t, TG_F32, 3, sx, x, 0);
   cr_expect_eq(tg_transpose(t, ix, 3, 0), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "tg_transpose: argument 'd0' is 3; expected a dim in [-3, 2] for x [2, 3, 4]");
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT,
+                   "tg_transpose: argument 'd0' is 3; expected a dim in [-3, 2] for x [2, 3, 4]");
   tg_tape_reset(t);
   ix = ts_input(t, TG_F32, 3, sx, x, 0);
   cr_expect_eq(tg_transpose(t, ix, 0, -4), TG_NO_ID);
@@ -467,7 +481,8 @@ Test(shape, split_errors) {
     outs[0] = outs[1] = outs[2] = 42;
     cr_expect_eq(tg_split(t, ix, cases[k].n, cases[k].sizes, cases[k].no_outs ? NULL : outs), TG_NO_ID);
     TS_EXPECT_STICKY(t, cases[k].st, cases[k].needle);
-    for (int j = 0; j < cases[k].n && !cases[k].no_outs; j++) cr_expect_eq(outs[j], TG_NO_ID, "case %zu", k);
+    for (int j = 0; j < cases[k].n && !cases[k].no_outs; j++)
+      cr_expect_eq(outs[j], TG_NO_ID, "case %zu", k);
   }
   /* a tape that already holds an error: nothing runs, outs are cleared */
   tg_tape_reset(t);
@@ -546,18 +561,21 @@ Test(shape_cuda, integers_move_on_device) {
   tg_tape *t = ts_tape(rt);
   tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
   int32_t v[15];
-  for (int i = 0; i < 15; i++) v[i] = i * 7 - 20;
+  for (int i = 0; i < 15; i++)
+    v[i] = i * 7 - 20;
   int64_t s35[2] = {3, 5}, s15[1] = {15};
   tg_id ix = ts_input(t, TG_I32, 2, s35, v, 0);
   double y[15], w[15];
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 5; j++) w[j * 3 + i] = v[i * 5 + j];
+    for (int j = 0; j < 5; j++)
+      w[j * 3 + i] = v[i * 5 + j];
   ts_read(t, tg_reshape(t, tg_transpose(t, ix, 0, 1), 1, s15), y, 15);
   TS_EXPECT_CLOSE(y, w, 15, 0, 0);
   tg_id xs[2] = {ix, ix};
   double c[30], wc[30];
   for (int r = 0; r < 3; r++)
-    for (int j = 0; j < 10; j++) wc[r * 10 + j] = v[r * 5 + j % 5];
+    for (int j = 0; j < 10; j++)
+      wc[r * 10 + j] = v[r * 5 + j % 5];
   ts_read(t, tg_concat(t, 2, xs), c, 30);
   TS_EXPECT_CLOSE(c, wc, 30, 0, 0);
   tg_tape_destroy(t);

@@ -10,8 +10,10 @@
 static void naive_softmax(const double *x, double *y, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; r++) {
     double s = 0;
-    for (int64_t j = 0; j < n; j++) s += exp(x[r * n + j]);
-    for (int64_t j = 0; j < n; j++) y[r * n + j] = exp(x[r * n + j]) / s;
+    for (int64_t j = 0; j < n; j++)
+      s += exp(x[r * n + j]);
+    for (int64_t j = 0; j < n; j++)
+      y[r * n + j] = exp(x[r * n + j]) / s;
   }
 }
 
@@ -35,7 +37,8 @@ Test(softmax, forward_f32_3d) {
   float xf[30];
   double x[30], y[30], want[30];
   ts_uniform_f32(xf, 30, 2, -3, 3);
-  for (int i = 0; i < 30; i++) x[i] = xf[i];
+  for (int i = 0; i < 30; i++)
+    x[i] = xf[i];
   naive_softmax(x, want, 6, 5);
   tg_id iy = tg_softmax(t, ts_input(t, TG_F32, 3, sh, xf, 0));
   ts_read(t, iy, y, 30);
@@ -65,11 +68,13 @@ static void large_magnitudes(tg_dtype dt, double tol) {
   tg_id iy = tg_softmax(t, ix);
   double y[12], g[12];
   ts_read(t, iy, y, 12);
-  for (int i = 0; i < 12; i++) cr_expect(isfinite(y[i]), "%s y[%d] = %g", tg_dtype_name(dt), i, y[i]);
+  for (int i = 0; i < 12; i++)
+    cr_expect(isfinite(y[i]), "%s y[%d] = %g", tg_dtype_name(dt), i, y[i]);
   TS_EXPECT_CLOSE(y, want, 12, 1e-30, tol);
   cr_assert_eq(tg_tape_backward(t, tg_sum(t, tg_mul(t, iy, iw))), TG_OK, "%s", tg_tape_error(t));
   ts_read_grad(t, ix, g, 12);
-  for (int i = 0; i < 12; i++) cr_expect(isfinite(g[i]), "%s grad[%d] = %g", tg_dtype_name(dt), i, g[i]);
+  for (int i = 0; i < 12; i++)
+    cr_expect(isfinite(g[i]), "%s grad[%d] = %g", tg_dtype_name(dt), i, g[i]);
   free(xc);
   free(wc);
   tg_tape_destroy(t);
@@ -108,12 +113,15 @@ Test(softmax, backward_f32_formula) {
   double x[36], w[36], y[36], want[36], g[36];
   ts_uniform_f32(xf, 36, 6, -3, 3);
   ts_uniform_f32(wf, 36, 7, -1, 1);
-  for (int i = 0; i < 36; i++) x[i] = xf[i], w[i] = wf[i];
+  for (int i = 0; i < 36; i++)
+    x[i] = xf[i], w[i] = wf[i];
   naive_softmax(x, y, 4, 9);
   for (int r = 0; r < 4; r++) {
     double dot = 0;
-    for (int j = 0; j < 9; j++) dot += w[r * 9 + j] * y[r * 9 + j];
-    for (int j = 0; j < 9; j++) want[r * 9 + j] = y[r * 9 + j] * (w[r * 9 + j] - dot);
+    for (int j = 0; j < 9; j++)
+      dot += w[r * 9 + j] * y[r * 9 + j];
+    for (int j = 0; j < 9; j++)
+      want[r * 9 + j] = y[r * 9 + j] * (w[r * 9 + j] - dot);
   }
   tg_id ix = ts_input(t, TG_F32, 2, sh, xf, TG_REQUIRES_GRAD), iw = ts_input(t, TG_F32, 2, sh, wf, 0);
   tg_id loss = tg_sum(t, tg_mul(t, tg_softmax(t, ix), iw));
@@ -123,7 +131,8 @@ Test(softmax, backward_f32_formula) {
   /* a second sweep accumulates into the leaf gradient */
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
   ts_read_grad(t, ix, g, 36);
-  for (int i = 0; i < 36; i++) want[i] *= 2;
+  for (int i = 0; i < 36; i++)
+    want[i] *= 2;
   TS_EXPECT_CLOSE(g, want, 36, 1e-7, 1e-5);
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
@@ -207,9 +216,11 @@ static void cuda_case(int64_t rows, int64_t n, double lo, double hi, int quantiz
   double *x = malloc(cnt * sizeof(double));
   ts_uniform(x, cnt, (uint64_t)(rows * 131 + n), lo, hi);
   if (quantize) /* multiples of 1/16: exact in f32 even near 1e3 */
-    for (size_t i = 0; i < cnt; i++) x[i] = round(x[i] * 16) / 16;
+    for (size_t i = 0; i < cnt; i++)
+      x[i] = round(x[i] * 16) / 16;
   tg_gradcheck_input in = ts_gc_input(TG_F64, 2, sh, x);
-  for (int k = 0; k < ndt; k++) ts_check_cuda_vs_host(cv_softmax, NULL, 1, &in, dts[k], TG_PROVIDER_CUDA, tols[k]);
+  for (int k = 0; k < ndt; k++)
+    ts_check_cuda_vs_host(cv_softmax, NULL, 1, &in, dts[k], TG_PROVIDER_CUDA, tols[k]);
   free(x);
 }
 
@@ -217,7 +228,8 @@ Test(softmax_cuda, matches_host_odd_sizes) {
   tg_dtype dts[3] = {TG_F32, TG_BF16, TG_F16};
   double tols[3] = {1e-5, 2e-2, 2e-2};
   int64_t ns[4] = {1, 5, 129, 1000};
-  for (int k = 0; k < 4; k++) cuda_case(37, ns[k], -3, 3, 0, dts, tols, 3);
+  for (int k = 0; k < 4; k++)
+    cuda_case(37, ns[k], -3, 3, 0, dts, tols, 3);
 }
 
 Test(softmax_cuda, matches_host_long_rows) {

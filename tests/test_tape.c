@@ -44,12 +44,14 @@ Test(tape, second_backward_accumulates_leaves_only) {
   cr_assert_eq(tg_tape_backward(t, y), TG_OK);
   cr_assert_eq(tg_tape_backward(t, y), TG_OK, "second backward: %s", tg_tape_error(t));
   double g[3], want[3];
-  for (int i = 0; i < 3; i++) want[i] = 2 * (2 * w[i] * x[i] * x[i]);
+  for (int i = 0; i < 3; i++)
+    want[i] = 2 * (2 * w[i] * x[i] * x[i]);
   ts_read_grad(t, iw, g, 3);
   TS_EXPECT_CLOSE(g, want, 3, 0, 1e-15);
   /* the intermediate h holds one sweep's gradient, not two */
   double gh[3], want_h[3];
-  for (int i = 0; i < 3; i++) want_h[i] = 2 * w[i] * x[i];
+  for (int i = 0; i < 3; i++)
+    want_h[i] = 2 * w[i] * x[i];
   ts_read_grad(t, h, gh, 3);
   TS_EXPECT_CLOSE(gh, want_h, 3, 0, 1e-15);
   cr_expect_eq(tg_tape_zero_grad(t), TG_OK);
@@ -79,7 +81,8 @@ Test(tape, reset_keeps_parameters_and_reuses_memory) {
     /* the parameter and its accumulated gradient survive */
     double g[3];
     ts_read_grad(t, iw, g, 3);
-    for (int i = 0; i < 3; i++) cr_expect_eq(g[i], (step + 1) * x[i]);
+    for (int i = 0; i < 3; i++)
+      cr_expect_eq(g[i], (step + 1) * x[i]);
   }
   size_t n = 0;
   tg_id ids[4];
