@@ -87,7 +87,8 @@ static const flag FLAGS[NFLAGS] = {
                 "training text (any bytes; vocabulary = its distinct bytes)"},
     [F_OUT] = {"out", T_STR, 0, 0, 0, "out", "out", "directory for loss.csv, loss.svg, sample.txt"},
     [F_SAVE] = {"save", T_STR, 0, 0, 0, "", "",
-                "checkpoint path (+ PATH.meta), written at every evaluation and at the end"},
+                "checkpoint path (+ PATH.meta), written at every evaluation and at the end; PATH.best holds the "
+                "evaluation with the lowest val loss"},
     [F_RESUME] = {"resume", T_STR, 0, 0, 0, "", "",
                   "checkpoint to continue from (same model flags; same step numbering, CSV continued)"},
     [F_SAMPLE] = {"sample-chars", T_INT, 0, 1e6, 0, "500", "300", "characters to generate at the end"},
@@ -491,6 +492,11 @@ int main(int argc, char **argv) {
   char tb[32], tb2[32], title[160];
   snprintf(title, sizeof title, "charlm: %d layers, d %d, context %d, batch %lld, %s", cfg.layers, cfg.d_model,
            cfg.context, B, o.s[F_DTYPE]);
+  /* nanoGPT's protocol on this data (always_save_checkpoint = False): the model overfits late in
+   * the run, so the best validation loss and its checkpoint (--save PATH.best) are kept apart
+   * from the last ones. */
+  double best_val = INFINITY;
+  long long best_step = -1;
   for (long long step = st.step;; step++) {
     double elapsed = elapsed0 + now_s() - t_start;
     int do_eval = step % o.i[F_EVALINT] == 0 || step >= steps;
@@ -509,6 +515,13 @@ int main(int argc, char **argv) {
       st.rng = rng.s;
       st.elapsed_s = elapsed;
       if (*o.s[F_SAVE] && charlm_ckpt_save(&m, &data, o.s[F_SAVE], &st, err)) goto done;
+      if (lv < best_val) {
+        best_val = lv;
+        best_step = step;
+        char bp[4096];
+        snprintf(bp, sizeof bp, "%s.best", o.s[F_SAVE]);
+        if (*o.s[F_SAVE] && charlm_ckpt_save(&m, &data, bp, &st, err)) goto done;
+      }
       eval_in_window += now_s() - te;
     }
     if (step >= steps) break;
@@ -545,7 +558,8 @@ int main(int argc, char **argv) {
   }
   write_svg(&L, title);
   printf("wrote %s and %s\n", L.csv_path, L.svg_path);
-  if (*o.s[F_SAVE]) printf("checkpoint: %s (+ .meta)\n", o.s[F_SAVE]);
+  if (best_step >= 0) printf("best val loss %.4f at step %lld (this run)\n", best_val, best_step);
+  if (*o.s[F_SAVE]) printf("checkpoint: %s (+ .meta), best: %s.best (+ .meta)\n", o.s[F_SAVE], o.s[F_SAVE]);
 
   int n = (int)o.i[F_SAMPLE];
   if (!n) {
