@@ -194,3 +194,38 @@ Test(elementwise_cuda, matches_host_f32_odd_sizes) {
   free(a);
   free(c);
 }
+
+/* ---- sum and mean (ops/reduce.c) */
+
+static tg_id gc_sum_mean(tg_tape *t, const tg_id *in, void *user) {
+  (void)user;
+  tg_id x2 = tg_mul(t, in[0], in[0]);
+  return tg_add(t, tg_sum(t, x2), tg_scale(t, tg_mean(t, tg_tanh(t, in[0])), 3.0));
+}
+
+Test(reduce, values_and_gradcheck) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  int64_t sh[3] = {2, 3, 5};
+  double x[30], s = 0;
+  ts_uniform(x, 30, 21, -2, 2);
+  for (int i = 0; i < 30; i++) s += x[i];
+  tg_id ix = ts_input(t, TG_F64, 3, sh, x, 0);
+  double v;
+  cr_assert_eq(tg_tape_scalar(t, tg_sum(t, ix), &v), TG_OK);
+  cr_expect(fabs(v - s) < 1e-12, "sum %g vs %g", v, s);
+  cr_assert_eq(tg_tape_scalar(t, tg_mean(t, ix), &v), TG_OK);
+  cr_expect(fabs(v - s / 30) < 1e-13, "mean %g vs %g", v, s / 30);
+  int nd = -1;
+  int64_t osh[TG_MAX_DIMS];
+  cr_expect_eq(tg_tape_shape(t, tg_sum(t, ix), &nd, osh), TG_OK);
+  cr_expect_eq(nd, 0, "a full reduction is a scalar (ndim 0)");
+  int32_t ids[3] = {1, 2, 3};
+  tg_id ii = ts_input(t, TG_I32, 1, S3, ids, 0);
+  cr_expect_eq(tg_mean(t, ii), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_DTYPE, "tg_mean: argument 'x' has dtype i32");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  tg_gradcheck_input in = ts_gc_input(TG_F64, 3, sh, x);
+  ts_gradcheck(gc_sum_mean, NULL, 1, &in);
+}
