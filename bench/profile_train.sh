@@ -9,7 +9,7 @@ export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 o=${OUT:-out/profile}
 mkdir -p "$o"
 # steps 0-19 warm up; kernels of steps 20-22 are profiled (launch-skip / launch-count by kernel
-# launches: about 1000 launches a step at the default config)
+# launches; a step at the default config is several hundred launches — adjust after a first look)
 ncu --clock-control none --launch-skip 20000 --launch-count 3000 --metrics gpu__time_duration.sum \
   --csv --log-file "$o/ncu.csv" build-gpu/examples/train_charlm --device cuda --dtype bf16 --attention fused \
   --steps 24 --eval-interval 1000 --eval-iters 1 --log-interval 10 --sample-chars 0 --out "$o/tr" "$@" >"$o/train.log" 2>&1
