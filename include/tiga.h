@@ -254,7 +254,9 @@ TG_API tg_status tg_tape_write(tg_tape *tape, tg_id id, const void *src, size_t 
 /* Reads a one-element value of any float dtype as a double (a loss). */
 TG_API tg_status tg_tape_scalar(tg_tape *tape, tg_id id, double *out);
 
-/* Lists parameter ids in creation order: writes min(count, cap) ids, *count = total. */
+/* Lists parameter ids in a fixed order (creation order when every parameter is created before the
+ * first step value; slots freed by tg_tape_reset are reused otherwise): writes min(count, cap)
+ * ids, *count = total. tg_tape_save / tg_tape_load use the same order. */
 TG_API tg_status tg_tape_parameters(tg_tape *tape, tg_id *ids, size_t cap, size_t *count);
 
 /* ---- reverse mode */
