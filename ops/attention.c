@@ -22,6 +22,8 @@ typedef struct attn_state {
   tg_relation rel; /* shallow copy */
   int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
   double scale, prune;
+  double keep;         /* attention dropout keep probability; 1: none */
+  uint64_t seed, call; /* dropout stream (tiga.h) */
   /* device staging for this step (CUDA providers) */
   const uint8_t *d_mask;
   void *d_prep, *d_lo;
@@ -44,6 +46,8 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
     snprintf(rel, sizeof rel, "%s", tgi_rel_kind_name(r->kind));
   int w = snprintf(buf, cap, "rel=%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
                    (long long)st->D, (long long)st->Dv);
+  if (st->keep < 1 && w > 0 && (size_t)w < cap)
+    w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (st->has_tiles && w > 0 && (size_t)w < cap)
     snprintf(buf + w, cap - (size_t)w, " pruned %.1f%% of %llu tiles (rho=%g)",
              st->tiles[0] ? 100.0 * (double)st->tiles[1] / (double)st->tiles[0] : 0.0, st->tiles[0], st->prune);
@@ -57,7 +61,7 @@ static const tgi_capsule cap_attn[4] = {
     {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
 
 static void host_shape(const attn_state *st, host_attn_shape *hs) {
-  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale};
+  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale, st->keep, st->seed, st->call};
 }
 
 /* ------------------------------------------------------------ CUDA glue */
@@ -249,6 +253,11 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
                     "is %s",
                     st->prune, tgi_rel_kind_name(kind));
+  if (st->keep < 1 && p != TG_PROVIDER_HOST)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "option 'dropout_keep' = %g (attention dropout) is not implemented by provider %s yet; use "
+                    "provider HOST, or 0 / 1 (no dropout)",
+                    st->keep, tg_provider_name(p));
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
   if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
     return tgi_fail(
@@ -288,6 +297,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   st->rel = *rel;
   if (!check_shapes(t, q, k, v, st) || !check_relation(t, rel, st)) return TG_NO_ID;
   double scale = opts ? opts->scale : 0, prune = opts ? opts->block_prune_threshold : 0;
+  double keep = opts ? opts->dropout_keep : 0;
   if (!isfinite(scale))
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is %g; expected a finite number (0: 1/sqrt(D))", scale),
            TG_NO_ID;
@@ -295,7 +305,16 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
                     "option 'block_prune_threshold' is %g; expected 0 (exact) or a value in (0, 1]", prune),
            TG_NO_ID;
+  if (!(keep >= 0 && keep <= 1)) /* also rejects NaN */
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "option 'dropout_keep' is %g; expected 0 or 1 (no dropout) or a keep probability in (0, 1)", keep),
+           TG_NO_ID;
   st->scale = scale != 0 ? scale : 1.0 / sqrt((double)st->D);
+  st->keep = 1;
+  if (keep > 0 && keep < 1) { /* the call counter advances in no-grad mode too, as in tg_dropout */
+    st->seed = t->seed, st->call = t->rng_calls++;
+    if (t->grad_enabled) st->keep = keep; /* inference: no dropout */
+  }
   st->prune = prune;
   tg_dtype dt = (tg_dtype)q->dtype;
   tg_provider p = pick(t, st, dt);
