@@ -110,7 +110,10 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .cu_q = f.cu_q,
                          .cu_k = f.cu_k,
                          .n_seqs = f.n_seqs,
-                         .varlen_causal = f.varlen_causal};
+                         .varlen_causal = f.varlen_causal,
+                         .keep = st->keep < 1 ? st->keep : 0,
+                         .seed = st->seed,
+                         .call = st->call};
 }
 
 /* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
@@ -232,7 +235,8 @@ static bool check_relation(tg_tape *t, const tg_relation *r, const attn_state *s
 static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
 #ifdef TIGA_HAVE_CUDA
-  if (p == TG_PROVIDER_CUDA_FUSED && t->provider == TG_PROVIDER_AUTO && st->prune == 0 && !fused_fits(st, dt))
+  if (p == TG_PROVIDER_CUDA_FUSED && t->provider == TG_PROVIDER_AUTO && st->prune == 0 &&
+      (st->keep < 1 || !fused_fits(st, dt))) /* dropout: COMPOSED until the fused kernels have it */
     p = TG_PROVIDER_CUDA_COMPOSED;
 #else
   (void)st, (void)dt;
@@ -253,10 +257,10 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
                     "is %s",
                     st->prune, tgi_rel_kind_name(kind));
-  if (st->keep < 1 && p != TG_PROVIDER_HOST)
+  if (st->keep < 1 && p == TG_PROVIDER_CUDA_FUSED)
     return tgi_fail(t, TG_ERR_UNSUPPORTED,
                     "option 'dropout_keep' = %g (attention dropout) is not implemented by provider %s yet; use "
-                    "provider HOST, or 0 / 1 (no dropout)",
+                    "CUDA_COMPOSED or HOST, or 0 / 1 (no dropout)",
                     st->keep, tg_provider_name(p));
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
   if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)

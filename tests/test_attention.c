@@ -885,7 +885,9 @@ static at_ctx ODD[] = {
 };
 #define NODD (sizeof ODD / sizeof ODD[0])
 
-static void cuda_vs_host(tg_provider prov) {
+/* keep: attention dropout_keep (0: none). Both tapes start at the default seed and counter 0, so
+ * the host and the device draw the same mask. */
+static void cuda_vs_host(tg_provider prov, double keep) {
   tg_runtime_destroy(ts_cuda_runtime_or_skip());
   odd_relations();
   const tg_dtype dts[3] = {TG_F32, TG_BF16, TG_F16};
@@ -893,6 +895,7 @@ static void cuda_vs_host(tg_provider prov) {
   for (size_t c = 0; c < NODD; c++) {
     at_ctx *x = &ODD[c];
     if (prov == TG_PROVIDER_CUDA_FUSED && x->rel.kind == TG_REL_CSR) continue; /* a later issue */
+    x->keep = keep;
     at_data d;
     at_data_init(&d, x, 500 + c, 1.0);
     tg_gradcheck_input in[4];
@@ -901,13 +904,37 @@ static void cuda_vs_host(tg_provider prov) {
       cr_log_info("%s %s %s", tg_provider_name(prov), x->name, tg_dtype_name(dts[i]));
       ts_check_cuda_vs_host(at_fn, x, 3, in, dts[i], prov, tols[i]);
     }
+    x->keep = 0;
     at_data_free(&d);
   }
   at_free_rels(ODD, NODD);
 }
 
-Test(attention_cuda, composed_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED); }
-Test(attention_cuda, fused_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_FUSED); }
+Test(attention_cuda, composed_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED, 0); }
+Test(attention_cuda, fused_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_FUSED, 0); }
+Test(attention_cuda, composed_matches_host_with_dropout) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED, 0.7); }
+
+/* Until the fused kernels implement it: CUDA_FUSED refuses dropout by name; AUTO takes COMPOSED. */
+Test(attention_cuda, fused_refuses_dropout_auto_takes_composed) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_causal(rt, 5, 5, &r), TG_OK);
+  int64_t sq[4] = {1, 5, 2, 8};
+  double z[80] = {0};
+  tg_id q = ts_input(t, TG_F32, 4, sq, z, TG_REQUIRES_GRAD);
+  tg_attention_options o = {0, 0, NULL, 0.8};
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+  cr_expect_eq(tg_attention(t, q, q, q, r, &o), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "dropout_keep");
+  tg_tape_reset(t);
+  tg_tape_set_provider(t, TG_PROVIDER_AUTO, NULL);
+  q = ts_input(t, TG_F32, 4, sq, z, TG_REQUIRES_GRAD);
+  cr_expect_neq(tg_attention(t, q, q, q, r, &o), TG_NO_ID, "%s", tg_tape_error(t));
+  tg_relation_destroy(r);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
 
 /* Reads a value or gradient of any float dtype as doubles (new buffer). */
 static double *read_dt(tg_tape *t, tg_id id, int grad, size_t n) {
