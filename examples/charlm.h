@@ -62,7 +62,7 @@ typedef struct charlm_config {
   tg_provider provider;  /* tape provider for every node (HOST for --device host, AUTO on CUDA) */
   tg_provider attention; /* provider of every MHA attention node (AUTO: the tape's) */
   double attn_dropout;   /* drop probability of the attention weights in [0, 1) (tg_mha's
-                            attention_dropout_keep = 1 - it); HOST and CUDA_COMPOSED only */
+                            attention_dropout_keep = 1 - it) */
 } charlm_config;
 
 typedef struct charlm_block {

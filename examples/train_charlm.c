@@ -79,8 +79,7 @@ static const flag FLAGS[NFLAGS] = {
     [F_DROPOUT] = {"dropout", T_DBL, 0, 1, 0, "0.2", "0.0",
                    "drop probability in [0, 1) (embeddings, attention out, MLP out)"},
     [F_ATTNDROP] = {"attn-dropout", T_DBL, 0, 1, 0, "0.0", "0.0",
-                    "drop probability of the attention weights, in [0, 1) (nanoGPT: 0.2; needs --attention "
-                    "host or composed)"},
+                    "drop probability of the attention weights, in [0, 1) (nanoGPT: 0.2)"},
     [F_CLIP] = {"clip", T_DBL, 0, 1e6, 0, "1.0", "1.0", "clip gradients to this global L2 norm; 0 = off"},
     [F_EVALINT] = {"eval-interval", T_INT, 1, 1e9, 0, "250", "100",
                    "evaluate train/val loss every N steps (and at the end)"},
@@ -446,9 +445,7 @@ int main(int argc, char **argv) {
                        : !strcmp(o.s[F_ATTENTION], "fused") ? TG_PROVIDER_CUDA_FUSED
                                                             : TG_PROVIDER_CUDA_COMPOSED,
                        o.d[F_ATTNDROP]};
-  if (cfg.attn_dropout > 0 && cfg.attention == TG_PROVIDER_CUDA_FUSED)
-    return die(2, "--attn-dropout needs --attention composed or host (the fused kernels have no attention dropout "
-                  "yet)");
+
   charlm_data data;
   charlm_model m;
   memset(&m, 0, sizeof m);

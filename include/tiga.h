@@ -408,9 +408,8 @@ typedef struct tg_attention_options {
  *   c = the tape's RNG call counter (the one tg_dropout uses; bit 63 keeps the streams apart),
  *   taken and incremented once per tg_attention call with keep in (0, 1), in no-grad mode too.
  * The backward regenerates the mask (nothing extra is saved). In no-grad mode the dropout is off
- * (inference), as in tg_dropout. keep NaN, < 0 or > 1: TG_ERR_INVALID_ARGUMENT. HOST and
- * CUDA_COMPOSED implement it; CUDA_FUSED returns TG_ERR_UNSUPPORTED naming the option (AUTO on a
- * device takes CUDA_COMPOSED for such calls). */
+ * (inference), as in tg_dropout. keep NaN, < 0 or > 1: TG_ERR_INVALID_ARGUMENT. Every provider
+ * implements it; it does not combine with block_prune_threshold (TG_ERR_UNSUPPORTED). */
 
 TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_relation *rel,
                           const tg_attention_options *opts);

@@ -4,6 +4,8 @@
  *   HOST           f32/f64, every relation; saves lse as f64 (B*Hq*Nq*8 bytes)
  *   CUDA_COMPOSED  cuBLAS + masked softmax; saves P, f32 [B,Hq,Nq,Nk]
  *   CUDA_FUSED     online softmax (cuda/attention_fused.h); saves only lse, f32 [B,Hq,Nq]
+ * Attention dropout (tiga.h) on every provider: the node keeps (seed, call, keep) and the
+ * backward regenerates the mask.
  * The node keeps a shallow copy of the relation header (so dense / causal relations built on the
  * stack by tg_mha need no handle); index arrays stay in the caller's relation, which must outlive
  * the node (tiga.h). CUDA providers stage relation data into the tape's device arena per call. */
@@ -89,7 +91,10 @@ static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
                          .max_q = r->max_q,
                          .max_k = r->max_k,
                          .varlen_causal = r->causal,
-                         .prune_rho = (float)st->prune};
+                         .prune_rho = (float)st->prune,
+                         .drop_keep = st->keep < 1 ? st->keep : 0,
+                         .drop_seed = st->seed,
+                         .drop_call = st->call};
 }
 
 static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh) {
@@ -235,8 +240,7 @@ static bool check_relation(tg_tape *t, const tg_relation *r, const attn_state *s
 static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
 #ifdef TIGA_HAVE_CUDA
-  if (p == TG_PROVIDER_CUDA_FUSED && t->provider == TG_PROVIDER_AUTO && st->prune == 0 &&
-      (st->keep < 1 || !fused_fits(st, dt))) /* dropout: COMPOSED until the fused kernels have it */
+  if (p == TG_PROVIDER_CUDA_FUSED && t->provider == TG_PROVIDER_AUTO && st->prune == 0 && !fused_fits(st, dt))
     p = TG_PROVIDER_CUDA_COMPOSED;
 #else
   (void)st, (void)dt;
@@ -257,11 +261,11 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
                     "is %s",
                     st->prune, tgi_rel_kind_name(kind));
-  if (st->keep < 1 && p == TG_PROVIDER_CUDA_FUSED)
+  if (st->keep < 1 && st->prune > 0)
     return tgi_fail(t, TG_ERR_UNSUPPORTED,
-                    "option 'dropout_keep' = %g (attention dropout) is not implemented by provider %s yet; use "
-                    "CUDA_COMPOSED or HOST, or 0 / 1 (no dropout)",
-                    st->keep, tg_provider_name(p));
+                    "option 'dropout_keep' = %g (attention dropout) does not combine with option "
+                    "'block_prune_threshold' = %g; use one of them",
+                    st->keep, st->prune);
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
   if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
     return tgi_fail(
