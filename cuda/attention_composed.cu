@@ -4,6 +4,7 @@
 
 #include "attention_composed.h"
 #include "common.cuh"
+#include "../host/philox.h"
 
 namespace {
 
@@ -39,6 +40,16 @@ __device__ RowRel row_rel(const tgc_comp_shape &sh, long long b, long long i) {
 }
 
 constexpr int kThreads = 256;
+
+__host__ __device__ bool drops(const tgc_comp_shape &sh) { return sh.keep > 0 && sh.keep < 1; }
+
+// Dropout weight M_e / keep of score element e (attention_composed.h); 1 without dropout.
+__device__ float drop_w(const tgc_comp_shape &sh, long long e) {
+  if (!drops(sh)) return 1.f;
+  uint32_t w[4];
+  tg_philox4x32(sh.seed, (uint64_t)e, sh.call | (1ull << 63), w);
+  return tg_uniform53_of(w[0], w[1]) < sh.keep ? (float)(1.0 / sh.keep) : 0.f;
+}
 
 // Block-wide reduction (max or sum) of one float per thread; every thread gets the result.
 template <bool kMax> __device__ float block_reduce(float x, float *sh) {
@@ -77,7 +88,7 @@ __global__ void k_softmax_fwd(tgc_comp_shape sh, float *__restrict__ S, T *__res
   for (long long j = threadIdx.x; j < sh.Nk; j += kThreads) {
     float p = (L != -INFINITY && rr.ok(j)) ? expf(s[j] - L) : 0.f;
     s[j] = p;
-    if (lo) lo[r * sh.Nk + j] = tgc_from_f<T>(p);
+    if (lo) lo[r * sh.Nk + j] = tgc_from_f<T>(p * drop_w(sh, r * sh.Nk + j)); // what O = P V multiplies
   }
   if (lse && threadIdx.x == 0) lse[r] = L;
 }
@@ -96,15 +107,17 @@ __global__ void k_softmax_bwd(tgc_comp_shape sh, const T *__restrict__ O, const 
   const float *p = P + r * sh.Nk;
   float *g = dS + r * sh.Nk;
   for (long long j = threadIdx.x; j < sh.Nk; j += kThreads) {
-    float v = p[j] * (g[j] - d);
+    float v = p[j] * (g[j] * drop_w(sh, r * sh.Nk + j) - d); // dP = (dO Vᵀ) ⊙ W
     g[j] = v;
     if (lo) lo[r * sh.Nk + j] = tgc_from_f<T>(v);
   }
 }
 
-template <typename T> __global__ void k_to_lo(const float *__restrict__ x, T *__restrict__ y, long long n) {
+// y = x ⊙ W (the dropout weights; 1 without dropout), converted to the storage type.
+template <typename T>
+__global__ void k_to_lo(tgc_comp_shape sh, const float *__restrict__ x, T *__restrict__ y, long long n) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    y[i] = tgc_from_f<T>(x[i]);
+    y[i] = tgc_from_f<T>(x[i] * drop_w(sh, i));
 }
 
 template <typename T> __global__ void k_add(T *__restrict__ y, const T *__restrict__ x, long long n) {
@@ -181,7 +194,7 @@ tg_status fwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const
                 CUDA_R_32F, S.ld, S.stride, sh.B));
   }
   long long rows = sh.B * sh.Hq * sh.Nq;
-  T *plo = sizeof(T) == 4 ? nullptr : (T *)lo;
+  T *plo = sizeof(T) == 4 && !drops(sh) ? nullptr : (T *)lo;
   k_softmax_fwd<T><<<(unsigned)rows, kThreads, 0, s>>>(sh, P, plo, lse);
   TGC_LAUNCHED("attention_composed softmax");
   for (int h = 0; h < sh.Hq; h++) { // O = P V
@@ -199,10 +212,10 @@ tg_status bwd(cudaStream_t s, cublasHandle_t hd, const tgc_comp_shape &sh, const
   Layout L{sh, sizeof(T), DT<T>::v};
   int group = sh.Hq / sh.Hkv;
   long long n = sh.B * sh.Hq * sh.Nq * sh.Nk, rows = sh.B * sh.Hq * sh.Nq;
-  T *plo = sizeof(T) == 4 ? nullptr : (T *)lo;
+  T *plo = sizeof(T) == 4 && !drops(sh) ? nullptr : (T *)lo;
   if (dv) { // dV += Pᵀ dO (the query heads of a group accumulate one after the other)
     if (plo) {
-      k_to_lo<T><<<tgc_blocks(n, 256), 256, 0, s>>>(P, plo, n);
+      k_to_lo<T><<<tgc_blocks(n, 256), 256, 0, s>>>(sh, P, plo, n);
       TGC_LAUNCHED("attention_composed convert P");
     }
     for (int h = 0; h < sh.Hq; h++) {
@@ -250,8 +263,8 @@ tg_status check(const tgc_comp_shape *sh) {
 } // namespace
 
 extern "C" size_t cuda_attention_composed_lo_bytes(const tgc_comp_shape *sh) {
-  if (sh->dtype == TG_F32) return 0;
-  return (size_t)(sh->B * sh->Hq * sh->Nq * sh->Nk) * 2;
+  if (sh->dtype == TG_F32 && !drops(*sh)) return 0;
+  return (size_t)(sh->B * sh->Hq * sh->Nq * sh->Nk) * (sh->dtype == TG_F32 ? 4 : 2);
 }
 
 #define DISPATCH(FN, ...) DISPATCH_DT(sh->dtype, FN, __VA_ARGS__)

@@ -4,6 +4,9 @@
  *   forward:  S = scale Q Kᵀ;  P_ij = exp(S_ij - lse_i) on allowed pairs, 0 elsewhere;  O = P V
  *   backward: dP = dO Vᵀ;  Di = rowsum(dO ⊙ O);  dS = P ⊙ (dP - Di);
  *             dQ += scale dS K;  dK += scale dSᵀ Q;  dV += Pᵀ dO
+ * With dropout (W = M / keep, M regenerated from the counter, never stored): P stays the saved
+ * undropped softmax; O = (P ⊙ W) V;  dV += (P ⊙ W)ᵀ dO;  dP = (dO Vᵀ) ⊙ W;  Di and dS as above
+ * (rowsum(P ⊙ dP) = rowsum(dO ⊙ O) still holds).
  * Layouts as cuda/attention_fused.h: q [B,Nq,Hq,D], k [B,Nk,Hkv,D], v [B,Nk,Hkv,Dv], out / dout
  * [B,Nq,Hq,Dv], lse [B,Hq,Nq] f32. Query head h reads key/value head h / (Hq / Hkv). Each GEMM
  * runs once per query head, batched over B (leading dimension H*D, per-head pointer offset), so
@@ -31,9 +34,14 @@ typedef struct tgc_comp_shape {
   int64_t mask_batch;
   const int32_t *cu_q, *cu_k;
   int n_seqs, varlen_causal;
+  /* attention dropout (tiga.h): keep in (0, 1) drops, anything else (0) does not. The mask bit
+   * of P element e = ((b*Hq + h)*Nq + i)*Nk + j comes from Philox(seed, e, call | 2^63). */
+  double keep;
+  unsigned long long seed, call;
 } tgc_comp_shape;
 
-/* Scratch in bytes: lo = B*Hq*Nq*Nk elements of dtype for f16/bf16 (0 for f32). */
+/* Scratch in bytes: lo = B*Hq*Nq*Nk elements of dtype for f16/bf16, or for any dtype with
+ * dropout (it holds P ⊙ W); 0 for f32 without dropout. */
 size_t cuda_attention_composed_lo_bytes(const tgc_comp_shape *sh);
 
 /* P (f32 [B,Hq,Nq,Nk], kept for backward), out (dtype), lse (may be NULL). lo: scratch of

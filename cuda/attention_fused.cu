@@ -43,6 +43,8 @@ static tg_status fa_check(const tgc_attn_shape *sh, bool with_pointers) {
     FA_FAIL("fused attention: prune_rho=%g; expected 0 (exact) or in (0, 1]", (double)sh->prune_rho);
   if (sh->prune_rho > 0.f && sh->kind != TGC_ATTN_DENSE && sh->kind != TGC_ATTN_CAUSAL)
     FA_FAIL("fused attention: tile pruning is for DENSE / CAUSAL only (kind %s)", fa_kind_name(sh->kind));
+  if (sh->prune_rho > 0.f && sh->drop_keep > 0 && sh->drop_keep < 1)
+    FA_FAIL("fused attention: tile pruning and attention dropout do not combine");
   switch (sh->kind) {
   case TGC_ATTN_DENSE:
   case TGC_ATTN_CAUSAL: break;
@@ -165,6 +167,16 @@ static void fa_params(const tgc_attn_shape *sh, FaParams &p) {
   p.log2_rho = p.prune ? log2f(sh->prune_rho) : 0.f;
 }
 
+// The dropout state for the kernels when sh asks for dropout (keep in (0, 1)), else NULL.
+static const FaDrop *fa_drop(const tgc_attn_shape *sh, FaDrop &d) {
+  if (!(sh->drop_keep > 0 && sh->drop_keep < 1)) return nullptr;
+  d.keep = sh->drop_keep;
+  d.inv_keep = (float)(1.0 / sh->drop_keep);
+  d.seed = sh->drop_seed;
+  d.call = sh->drop_call;
+  return &d;
+}
+
 static bool fa_aligned(const void *a, const void *b, const void *c, const void *d) {
   return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
 }
@@ -187,8 +199,10 @@ extern "C" tg_status cuda_attention_fused_forward(tgc_stream s, const tgc_attn_s
   p.out = out;
   p.lse = lse;
   p.counters = tile_counters;
+  FaDrop drs;
+  const FaDrop *dr = fa_drop(sh, drs);
   const bool tc = p.dtype != TG_F32 && fa_forward_tc_has(p.D, p.Dv) && fa_aligned(q, k, v, out);
-  return tc ? fa_forward_tc(p, (cudaStream_t)s) : fa_forward_generic(p, (cudaStream_t)s);
+  return tc ? fa_forward_tc(p, dr, (cudaStream_t)s) : fa_forward_generic(p, dr, (cudaStream_t)s);
 }
 
 static size_t fa_align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -282,7 +296,9 @@ extern "C" tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_
   if (p.max_k > 0) {
     const bool tc =
         p.dtype != TG_F32 && fa_backward_tc_has(p.D, p.Dv) && fa_aligned(q, k, v, dout) && fa_aligned(dq, dk, dv, out);
-    stt = tc ? fa_backward_tc(p, st) : fa_backward_generic(p, st);
+    FaDrop drs;
+    const FaDrop *dr = fa_drop(sh, drs);
+    stt = tc ? fa_backward_tc(p, dr, st) : fa_backward_generic(p, dr, st);
     if (stt != TG_OK) return stt;
   }
   return fa_bwd_step(p, st, false, rows, nq_elems);

@@ -6,6 +6,7 @@
 
 #include "attention_fused.h"
 #include "common.cuh"
+#include "../host/philox.h"
 
 // Mask summaries are kept on a 64 x 64 grid (rows = queries, cols = keys). Every kernel's tile
 // is a multiple or an aligned divisor of 64, so a tile's class is the join of the summary
@@ -91,6 +92,23 @@ __device__ __forceinline__ int fa_tile_class(const FaParams &p, const FaSeq &s, 
     full &= all;
   }
   return full ? FA_FULL : FA_PARTIAL;
+}
+
+// Attention dropout state: a second kernel argument of the dropout instantiations only, so the
+// others keep their exact signature and code. Weight of a kept pair: inv_keep; dropped: 0.
+struct FaDrop {
+  double keep;
+  float inv_keep;
+  uint64_t seed, call;
+};
+
+// Dropout weight of (head h, local query row i, local key j): Philox counter
+// ((b*Hq + h)*Nq + i)*Nk + j with global (packed, for varlen) i and j, as the host computes it.
+__device__ __forceinline__ float fa_drop_w(const FaDrop &d, const FaParams &p, const FaSeq &s, int h, int i, int j) {
+  const uint64_t ctr = (uint64_t)fa_lse_index(p, s, h, i) * (uint64_t)p.Nk + (uint64_t)((p.varlen ? s.koff : 0) + j);
+  uint32_t w[4];
+  tg_philox4x32(d.seed, ctr, d.call | (1ull << 63), w);
+  return tg_uniform53_of(w[0], w[1]) < d.keep ? d.inv_keep : 0.f;
 }
 
 // Mask bits row of local query row i (MASK kind only; i < Lq).
@@ -197,9 +215,10 @@ template <> __device__ __forceinline__ float2 fa_unpack<__nv_bfloat16>(uint32_t 
 }
 
 // Entry points between the .cu files. Each returns TG_OK or sets tgc_error.
+// dr: NULL, or the dropout state (then the dropout instantiations run; never with pruning).
 bool fa_forward_tc_has(int D, int Dv);
-tg_status fa_forward_tc(const FaParams &p, cudaStream_t st); // f16 / bf16, fa_forward_tc_has
-tg_status fa_forward_generic(const FaParams &p, cudaStream_t st);
+tg_status fa_forward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st); // f16 / bf16, fa_forward_tc_has
+tg_status fa_forward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st);
 bool fa_backward_tc_has(int D, int Dv);
-tg_status fa_backward_tc(const FaParams &p, cudaStream_t st);
-tg_status fa_backward_generic(const FaParams &p, cudaStream_t st);
+tg_status fa_backward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st);
+tg_status fa_backward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st);

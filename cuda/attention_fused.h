@@ -34,6 +34,11 @@ typedef struct tgc_attn_shape {
   /* 0: exact. In (0, 1]: tile pruning (forward, DENSE/CAUSAL only): a key tile whose max score
    * is below the query block's running max + ln(prune_rho) skips its V load and accumulation. */
   float prune_rho;
+  /* Attention dropout (tiga.h): keep in (0, 1) drops, anything else (0) does not. Mask bit of
+   * (b, h, i, j) from Philox(seed, ((b*Hq + h)*Nq + i)*Nk + j, call | 2^63), i and j global
+   * (packed for varlen). Not combined with prune_rho. */
+  double drop_keep;
+  unsigned long long drop_seed, drop_call;
 } tgc_attn_shape;
 
 /* TG_OK when the fused kernels handle this shape (dtype, D, Dv, kind), else TG_ERR_UNSUPPORTED

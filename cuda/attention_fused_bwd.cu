@@ -83,8 +83,9 @@ __device__ __forceinline__ void fa_bwd_gemm_acc(float (&c)[D / 8][4], const uint
     }
 }
 
-template <typename T, int D, int NW, int BM_>
-__global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
+// DROP: attention dropout (FaDrop): dV += (P W)^T dO, dS = P (dP W - delta), W regenerated.
+template <typename T, int D, int NW, int BM_, bool DROP>
+__device__ __forceinline__ void fa_bwd_tc_body(const FaParams &p, const FaDrop &dr) {
   using C = BwdCfg<D, NW, BM_>;
   constexpr int BN = C::BN, BM = C::BM, LDS = C::LDS, LDSS = C::LDSS, THREADS = C::THREADS;
   constexpr int DT = D / 8, NQT = BM / 8, MQT = BM / 16, WPM = NW / MQT, DQC = D / WPM, DQT = DQC / 8;
@@ -165,8 +166,32 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
 #pragma unroll
       for (int x = 0; x < 4; ++x)
         pf[kk][x] = fa_pack<T>(acc[2 * kk + (x >> 1)][2 * (x & 1)], acc[2 * kk + (x >> 1)][2 * (x & 1) + 1]);
-    // dV += P^T dO (k = queries)
-    fa_bwd_gemm_acc<T, D, LDS>(dv, pf, dos, lane);
+    // Dropout: acc[nt][2 hh + e] is (key n0 + 16w + g + 8hh, query i0 + 8nt + 2t + e); its keep
+    // bit goes to bit 4 nt + 2 hh + e of kb, and dV takes (P W)^T.
+    uint32_t kb = 0;
+    if constexpr (DROP) {
+      static_assert(NQT * 4 <= 32, "keep bits");
+      uint32_t pd[NQT / 2][4];
+#pragma unroll
+      for (int nt = 0; nt < NQT; ++nt)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float wv = fa_drop_w(dr, p, s, h, i0 + nt * 8 + 2 * t + e, n0 + w * 16 + g + 8 * hh);
+            kb |= (wv != 0.f ? 1u : 0u) << (4 * nt + 2 * hh + e);
+            acc[nt][2 * hh + e] *= wv;
+          }
+#pragma unroll
+      for (int kk = 0; kk < NQT / 2; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x)
+          pd[kk][x] = fa_pack<T>(acc[2 * kk + (x >> 1)][2 * (x & 1)], acc[2 * kk + (x >> 1)][2 * (x & 1) + 1]);
+      fa_bwd_gemm_acc<T, D, LDS>(dv, pd, dos, lane); // dV += (P W)^T dO
+    } else {
+      // dV += P^T dO (k = queries)
+      fa_bwd_gemm_acc<T, D, LDS>(dv, pf, dos, lane);
+    }
     // dP^T = V dO^T; dS^T = P^T (dP^T - delta), packed likewise and stored for dQ
     fa_bwd_gemm_t<T, D, LDS, NQT>(acc, sV + w * 16 * LDS, dos, lane);
 #pragma unroll
@@ -176,6 +201,10 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
         const int nt = 2 * kk + (x >> 1), hh = x & 1;
         const float2 pv = fa_unpack<T>(pf[kk][x]);
         const float d0 = dls[nt * 8 + 2 * t], d1 = dls[nt * 8 + 2 * t + 1];
+        if constexpr (DROP) { // dP = (V dO^T)^T W
+          acc[nt][2 * hh] *= (kb >> (4 * nt + 2 * hh)) & 1u ? dr.inv_keep : 0.f;
+          acc[nt][2 * hh + 1] *= (kb >> (4 * nt + 2 * hh + 1)) & 1u ? dr.inv_keep : 0.f;
+        }
         pf[kk][x] = fa_pack<T>(pv.x * (acc[nt][2 * hh] - d0), pv.y * (acc[nt][2 * hh + 1] - d1));
         *reinterpret_cast<uint32_t *>(sdS + (w * 16 + g + 8 * hh) * LDSS + nt * 8 + 2 * t) = pf[kk][x];
       }
@@ -238,23 +267,40 @@ __global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
   }
 }
 
-template <typename T, int D, int NW, int BM> static tg_status fa_launch_bwd_tc(const FaParams &p, cudaStream_t st) {
+template <typename T, int D, int NW, int BM_>
+__global__ void __launch_bounds__(NW * 32) fa_bwd_tc_kernel(const FaParams p) {
+  fa_bwd_tc_body<T, D, NW, BM_, false>(p, FaDrop{});
+}
+template <typename T, int D, int NW, int BM_>
+__global__ void __launch_bounds__(NW * 32) fa_bwd_tc_drop_kernel(const FaParams p, const FaDrop dr) {
+  fa_bwd_tc_body<T, D, NW, BM_, true>(p, dr);
+}
+
+template <typename T, int D, int NW, int BM>
+static tg_status fa_launch_bwd_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   using C = BwdCfg<D, NW, BM>;
-  auto kern = fa_bwd_tc_kernel<T, D, NW, BM>;
-  if (C::SMEM > 48 * 1024)
-    TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_k + C::BN - 1) / C::BN), (unsigned)p.Hkv, (unsigned)p.nz);
-  kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
+  if (dr) {
+    auto kern = fa_bwd_tc_drop_kernel<T, D, NW, BM>;
+    if (C::SMEM > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+    kern<<<grid, C::THREADS, C::SMEM, st>>>(p, *dr);
+  } else {
+    auto kern = fa_bwd_tc_kernel<T, D, NW, BM>;
+    if (C::SMEM > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+    kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
+  }
   TGC_LAUNCHED("fa_bwd_tc_kernel");
   return TG_OK;
 }
 
-template <typename T> static tg_status fa_bwd_tc_dim(const FaParams &p, cudaStream_t st) {
+template <typename T> static tg_status fa_bwd_tc_dim(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   switch (p.D) {
-  case 32: return fa_launch_bwd_tc<T, 32, 8, 64>(p, st);
-  case 64: return fa_launch_bwd_tc<T, 64, 8, 64>(p, st);
-  case 96: return fa_launch_bwd_tc<T, 96, 8, 64>(p, st);
-  case 128: return fa_launch_bwd_tc<T, 128, 8, 64>(p, st);
+  case 32: return fa_launch_bwd_tc<T, 32, 8, 64>(p, dr, st);
+  case 64: return fa_launch_bwd_tc<T, 64, 8, 64>(p, dr, st);
+  case 96: return fa_launch_bwd_tc<T, 96, 8, 64>(p, dr, st);
+  case 128: return fa_launch_bwd_tc<T, 128, 8, 64>(p, dr, st);
   }
   tgc_set_error("fused attention backward: no tensor-core kernel for D=%d", p.D);
   return TG_ERR_UNSUPPORTED;
@@ -262,9 +308,9 @@ template <typename T> static tg_status fa_bwd_tc_dim(const FaParams &p, cudaStre
 
 bool fa_backward_tc_has(int D, int Dv) { return D == Dv && (D == 32 || D == 64 || D == 96 || D == 128); }
 
-tg_status fa_backward_tc(const FaParams &p, cudaStream_t st) {
-  if (p.dtype == TG_F16) return fa_bwd_tc_dim<__half>(p, st);
-  if (p.dtype == TG_BF16) return fa_bwd_tc_dim<__nv_bfloat16>(p, st);
+tg_status fa_backward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
+  if (p.dtype == TG_F16) return fa_bwd_tc_dim<__half>(p, dr, st);
+  if (p.dtype == TG_BF16) return fa_bwd_tc_dim<__nv_bfloat16>(p, dr, st);
   tgc_set_error("fused attention backward: tensor-core kernels take f16 or bf16");
   return TG_ERR_UNSUPPORTED;
 }
@@ -386,21 +432,156 @@ template <typename T, int NC> __global__ void __launch_bounds__(128) fa_bwd_gene
   }
 }
 
-template <typename T> static tg_status fa_launch_bwd_generic(const FaParams &p, cudaStream_t st) {
-  auto kern = p.D <= 64 && p.Dv <= 64 ? fa_bwd_generic_kernel<T, 8> : fa_bwd_generic_kernel<T, 32>;
+// The dropout variant: the kernel above with the mask applied. Kept as a copy (instantiated with
+// DROP only) because routing the kernel above through it changed that kernel's PTX (virtual
+// register numbering), and the no-dropout kernels are meant to compile to the same code.
+template <typename T, int NC, bool DROP>
+__device__ __forceinline__ void fa_bwd_generic_body(const FaParams p, const FaDrop dr) {
+  constexpr int BN = 16, QC = 16;
+  extern __shared__ float fa_gsm[];
+  const int D = p.D, Dv = p.Dv;
+  float *sQ = fa_gsm, *sdO = sQ + QC * D, *sKf = sdO + QC * Dv, *sds = sKf + BN * D, *slse = sds + QC * (BN + 1),
+        *sdel = slse + QC;
+  const int tid = threadIdx.x, jl = tid >> 3, g = tid & 7;
+  FaSeq s;
+  if (!fa_seq(p, blockIdx.z, s)) return;
+  const int nkb = (s.Lk + BN - 1) / BN;
+  if ((int)blockIdx.x >= nkb) return;
+  const int n0 = blockIdx.x * BN, jg = n0 + jl, hk = blockIdx.y;
+  const bool keyok = jg < s.Lk;
+  const float sl2 = p.scale_log2;
+  const T *kg = (const T *)p.k + s.koff * p.Hkv * (int64_t)D + (int64_t)hk * D;
+  const T *vg = (const T *)p.v + s.koff * p.Hkv * (int64_t)Dv + (int64_t)hk * Dv;
+  float kv[NC], vv[NC], dk[NC], dv[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    const int d = g + 8 * c;
+    kv[c] = keyok && d < D ? tgc_to_f(kg[(int64_t)jg * p.Hkv * D + d]) : 0.f;
+    vv[c] = keyok && d < Dv ? tgc_to_f(vg[(int64_t)jg * p.Hkv * Dv + d]) : 0.f;
+    dk[c] = dv[c] = 0.f;
+  }
+  for (int x = tid; x < BN * D; x += 128) {
+    const int jj = x / D, d = x - jj * D;
+    sKf[x] = n0 + jj < s.Lk ? tgc_to_f(kg[(int64_t)(n0 + jj) * p.Hkv * D + d]) : 0.f;
+  }
+  const int qs = p.causal ? max(0, n0 - s.off) / QC : 0, nqc = (s.Lq + QC - 1) / QC;
+  bool any = false;
+  for (int gi = 0; gi < p.group; ++gi) {
+    const int h = hk * p.group + gi;
+    const T *qg = (const T *)p.q + (s.qoff * p.Hq + h) * (int64_t)D;
+    const T *dog = (const T *)p.dout + (s.qoff * p.Hq + h) * (int64_t)Dv;
+    for (int qc = qs; qc < nqc; ++qc) {
+      const int i0 = qc * QC;
+      const int cls = fa_tile_class(p, s, i0, QC, n0, BN);
+      if (cls == FA_EMPTY) continue;
+      any = true;
+      __syncthreads(); // previous chunk's readers are done
+      for (int x = tid; x < QC * D; x += 128) {
+        const int r = x / D, d = x - r * D;
+        sQ[x] = i0 + r < s.Lq ? tgc_to_f(qg[(int64_t)(i0 + r) * p.Hq * D + d]) : 0.f;
+      }
+      for (int x = tid; x < QC * Dv; x += 128) {
+        const int r = x / Dv, d = x - r * Dv;
+        sdO[x] = i0 + r < s.Lq ? tgc_to_f(dog[(int64_t)(i0 + r) * p.Hq * Dv + d]) : 0.f;
+      }
+      if (tid < QC) {
+        const int i = i0 + tid;
+        float L = INFINITY, dl = 0.f;
+        if (i < s.Lq) {
+          const int64_t x = fa_lse_index(p, s, h, i);
+          L = p.lse[x];
+          L = L == -INFINITY ? INFINITY : L * FA_LOG2E;
+          dl = p.delta[x];
+        }
+        slse[tid] = L;
+        sdel[tid] = dl;
+      }
+      __syncthreads();
+      for (int r = 0; r < QC; ++r) {
+        const int i = i0 + r;
+        float sp = 0.f, dpv = 0.f;
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          if (g + 8 * c < D) sp = fmaf(kv[c], sQ[r * D + g + 8 * c], sp);
+          if (g + 8 * c < Dv) dpv = fmaf(vv[c], sdO[r * Dv + g + 8 * c], dpv);
+        }
+#pragma unroll
+        for (int x = 1; x < 8; x <<= 1) {
+          sp += __shfl_xor_sync(0xffffffffu, sp, x);
+          dpv += __shfl_xor_sync(0xffffffffu, dpv, x);
+        }
+        float pv = exp2f(fmaf(sp, sl2, -slse[r]));
+        if (cls == FA_PARTIAL) {
+          bool ok = keyok && i < s.Lq && (!p.causal || jg <= i + s.off);
+          if (ok && p.mbits) ok = (fa_mask_row(p, s, i)[jg >> 6] >> (jg & 63)) & 1ull;
+          if (!ok) pv = 0.f;
+        }
+        if constexpr (DROP) { // dV += (P W)^T dO, dP = (dO V^T) W; pv becomes P W once ds is formed
+          const float wv = fa_drop_w(dr, p, s, h, i, jg);
+          dpv *= wv;
+        }
+        const float ds = pv * (dpv - sdel[r]);
+        if constexpr (DROP) pv *= fa_drop_w(dr, p, s, h, i, jg);
+#pragma unroll
+        for (int c = 0; c < NC; ++c) {
+          if (g + 8 * c < Dv) dv[c] = fmaf(pv, sdO[r * Dv + g + 8 * c], dv[c]);
+          if (g + 8 * c < D) dk[c] = fmaf(ds, sQ[r * D + g + 8 * c], dk[c]);
+        }
+        if (g == 0) sds[r * (BN + 1) + jl] = ds;
+      }
+      __syncthreads();
+      for (int x = tid; x < QC * D; x += 128) {
+        const int r = x / D, d = x - r * D;
+        if (i0 + r < s.Lq) {
+          float acc = 0.f;
+#pragma unroll
+          for (int j = 0; j < BN; ++j)
+            acc = fmaf(sds[r * (BN + 1) + j], sKf[j * D + d], acc);
+          atomicAdd(p.dq_acc + ((s.qoff + i0 + r) * p.Hq + h) * (int64_t)D + d, acc);
+        }
+      }
+    }
+  }
+  if (any && keyok) {
+    T *dkr = (T *)p.dk + ((s.koff + jg) * p.Hkv + hk) * (int64_t)D;
+    T *dvr = (T *)p.dv + ((s.koff + jg) * p.Hkv + hk) * (int64_t)Dv;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      const int d = g + 8 * c;
+      if (d < D) dkr[d] = tgc_from_f<T>(tgc_to_f(dkr[d]) + p.scale * dk[c]);
+      if (d < Dv) dvr[d] = tgc_from_f<T>(tgc_to_f(dvr[d]) + dv[c]);
+    }
+  }
+}
+
+template <typename T, int NC>
+__global__ void __launch_bounds__(128) fa_bwd_generic_drop_kernel(const FaParams p, const FaDrop dr) {
+  fa_bwd_generic_body<T, NC, true>(p, dr);
+}
+
+template <typename T> static tg_status fa_launch_bwd_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   size_t smem = (size_t)(16 * p.D + 16 * p.Dv + 16 * p.D + 16 * 17 + 32) * sizeof(float);
-  if (smem > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   dim3 grid((unsigned)((p.max_k + 15) / 16), (unsigned)p.Hkv, (unsigned)p.nz);
-  kern<<<grid, 128, smem, st>>>(p);
+  if (dr) {
+    auto kern = p.D <= 64 && p.Dv <= 64 ? fa_bwd_generic_drop_kernel<T, 8> : fa_bwd_generic_drop_kernel<T, 32>;
+    if (smem > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kern<<<grid, 128, smem, st>>>(p, *dr);
+  } else {
+    auto kern = p.D <= 64 && p.Dv <= 64 ? fa_bwd_generic_kernel<T, 8> : fa_bwd_generic_kernel<T, 32>;
+    if (smem > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kern<<<grid, 128, smem, st>>>(p);
+  }
   TGC_LAUNCHED("fa_bwd_generic_kernel");
   return TG_OK;
 }
 
-tg_status fa_backward_generic(const FaParams &p, cudaStream_t st) {
+tg_status fa_backward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   switch (p.dtype) {
-  case TG_F32: return fa_launch_bwd_generic<float>(p, st);
-  case TG_F16: return fa_launch_bwd_generic<__half>(p, st);
-  case TG_BF16: return fa_launch_bwd_generic<__nv_bfloat16>(p, st);
+  case TG_F32: return fa_launch_bwd_generic<float>(p, dr, st);
+  case TG_F16: return fa_launch_bwd_generic<__half>(p, dr, st);
+  case TG_BF16: return fa_launch_bwd_generic<__nv_bfloat16>(p, dr, st);
   default: break;
   }
   tgc_set_error("fused attention backward: dtype %d not supported", (int)p.dtype);

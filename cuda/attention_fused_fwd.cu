@@ -20,8 +20,9 @@ template <int D, int MT, int NW, int BN_, bool PRUNE> struct FwdCfg {
   static constexpr size_t SMEM = (size_t)(BM + 2 * BN + VBUF * BN) * LDS * 2;
 };
 
-template <typename T, int D, int MT, int NW, int BN_, bool QREG, bool PRUNE>
-__global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
+// DROP: attention dropout (FaDrop); the row sum l uses the undropped weights, O the dropped ones.
+template <typename T, int D, int MT, int NW, int BN_, bool QREG, bool PRUNE, bool DROP>
+__device__ __forceinline__ void fa_fwd_tc_body(const FaParams &p, const FaDrop &dr) {
   using C = FwdCfg<D, MT, NW, BN_, PRUNE>;
   constexpr int BM = C::BM, BN = C::BN, LDS = C::LDS, THREADS = C::THREADS;
   constexpr int NT = BN / 8, DT = D / 8, KS = D / 16;
@@ -199,8 +200,10 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float pv = fa_exp2(fmaf(sc[mt][nt][2 * hh + e], sl2, -muse));
-              sc[mt][nt][2 * hh + e] = pv;
               rs += pv;
+              if constexpr (DROP)
+                pv *= fa_drop_w(dr, p, s, h, i0 + w * MT * 16 + mt * 16 + g + 8 * hh, j0 + nt * 8 + 2 * t + e);
+              sc[mt][nt][2 * hh + e] = pv;
             }
           lrow[mt][hh] = lrow[mt][hh] * alpha + rs;
 #pragma unroll
@@ -264,26 +267,43 @@ __global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
   }
 }
 
-template <typename T, int D, int MT, int NW, int BN, bool QREG, bool PRUNE>
-static tg_status fa_launch_fwd_tc(const FaParams &p, cudaStream_t st) {
+template <typename T, int D, int MT, int NW, int BN_, bool QREG, bool PRUNE>
+__global__ void __launch_bounds__(NW * 32) fa_fwd_tc_kernel(const FaParams p) {
+  fa_fwd_tc_body<T, D, MT, NW, BN_, QREG, PRUNE, false>(p, FaDrop{});
+}
+template <typename T, int D, int MT, int NW, int BN_, bool QREG>
+__global__ void __launch_bounds__(NW * 32) fa_fwd_tc_drop_kernel(const FaParams p, const FaDrop dr) {
+  fa_fwd_tc_body<T, D, MT, NW, BN_, QREG, false, true>(p, dr);
+}
+
+template <typename T, int D, int MT, int NW, int BN, bool QREG, bool PRUNE, bool DROP>
+static tg_status fa_launch_fwd_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   using C = FwdCfg<D, MT, NW, BN, PRUNE>;
-  auto kern = fa_fwd_tc_kernel<T, D, MT, NW, BN, QREG, PRUNE>;
-  if (C::SMEM > 48 * 1024)
-    TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_q + C::BM - 1) / C::BM), (unsigned)p.Hq, (unsigned)p.nz);
-  kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
+  if constexpr (DROP) {
+    auto kern = fa_fwd_tc_drop_kernel<T, D, MT, NW, BN, QREG>;
+    if (C::SMEM > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+    kern<<<grid, C::THREADS, C::SMEM, st>>>(p, *dr);
+  } else {
+    auto kern = fa_fwd_tc_kernel<T, D, MT, NW, BN, QREG, PRUNE>;
+    if (C::SMEM > 48 * 1024)
+      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
+    kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
+  }
   TGC_LAUNCHED("fa_fwd_tc_kernel");
   return TG_OK;
 }
 
 // Per head dimension: MT m16 tiles per warp, 4 warps. Q stays in registers where they allow.
-template <typename T, bool PRUNE> static tg_status fa_fwd_tc_dim(const FaParams &p, cudaStream_t st) {
+template <typename T, bool PRUNE, bool DROP>
+static tg_status fa_fwd_tc_dim(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   switch (p.D) {
-  case 32: return fa_launch_fwd_tc<T, 32, 2, 4, 64, true, PRUNE>(p, st);
-  case 64: return fa_launch_fwd_tc<T, 64, 2, 4, 64, true, PRUNE>(p, st);
-  case 96: return fa_launch_fwd_tc<T, 96, 2, 4, 64, false, PRUNE>(p, st);
-  case 128: return fa_launch_fwd_tc<T, 128, 2, 4, 64, false, PRUNE>(p, st);
-  case 256: return fa_launch_fwd_tc<T, 256, 1, 4, 64, false, PRUNE>(p, st);
+  case 32: return fa_launch_fwd_tc<T, 32, 2, 4, 64, true, PRUNE, DROP>(p, dr, st);
+  case 64: return fa_launch_fwd_tc<T, 64, 2, 4, 64, true, PRUNE, DROP>(p, dr, st);
+  case 96: return fa_launch_fwd_tc<T, 96, 2, 4, 64, false, PRUNE, DROP>(p, dr, st);
+  case 128: return fa_launch_fwd_tc<T, 128, 2, 4, 64, false, PRUNE, DROP>(p, dr, st);
+  case 256: return fa_launch_fwd_tc<T, 256, 1, 4, 64, false, PRUNE, DROP>(p, dr, st);
   }
   tgc_set_error("fused attention forward: no tensor-core kernel for D=%d", p.D);
   return TG_ERR_UNSUPPORTED;
@@ -291,10 +311,15 @@ template <typename T, bool PRUNE> static tg_status fa_fwd_tc_dim(const FaParams 
 
 bool fa_forward_tc_has(int D, int Dv) { return D == Dv && (D == 32 || D == 64 || D == 96 || D == 128 || D == 256); }
 
-tg_status fa_forward_tc(const FaParams &p, cudaStream_t st) {
-  if (p.dtype == TG_F16) return p.prune ? fa_fwd_tc_dim<__half, true>(p, st) : fa_fwd_tc_dim<__half, false>(p, st);
+tg_status fa_forward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
+  if (p.dtype == TG_F16)
+    return dr         ? fa_fwd_tc_dim<__half, false, true>(p, dr, st)
+           : p.prune ? fa_fwd_tc_dim<__half, true, false>(p, dr, st)
+                     : fa_fwd_tc_dim<__half, false, false>(p, dr, st);
   if (p.dtype == TG_BF16)
-    return p.prune ? fa_fwd_tc_dim<__nv_bfloat16, true>(p, st) : fa_fwd_tc_dim<__nv_bfloat16, false>(p, st);
+    return dr         ? fa_fwd_tc_dim<__nv_bfloat16, false, true>(p, dr, st)
+           : p.prune ? fa_fwd_tc_dim<__nv_bfloat16, true, false>(p, dr, st)
+                     : fa_fwd_tc_dim<__nv_bfloat16, false, false>(p, dr, st);
   tgc_set_error("fused attention forward: tensor-core kernels take f16 or bf16");
   return TG_ERR_UNSUPPORTED;
 }
@@ -304,8 +329,8 @@ tg_status fa_forward_tc(const FaParams &p, cudaStream_t st) {
 // 16 query rows; thread (r, g) = (tid / 8, tid % 8) holds dims d = g + 8c of its row, and the 8
 // threads of a row reduce dot products with shuffles. Keys come in chunks of 32 through shared f32.
 // NC: dims per thread (8 for D, Dv <= 64, else 32).
-template <typename T, int NC, bool PRUNE>
-__global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
+template <typename T, int NC, bool PRUNE, bool DROP>
+__device__ __forceinline__ void fa_fwd_generic_body(const FaParams p, const FaDrop dr) {
   constexpr int BM = 16, BN = 32;
   extern __shared__ float fa_gsm[];
   const int D = p.D, Dv = p.Dv;
@@ -392,8 +417,9 @@ __global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
       o[c] *= alpha;
 #pragma unroll
     for (int jj = 0; jj < BN; ++jj) {
-      const float pv = exp2f(fmaf(sc[jj], sl2, -muse));
+      float pv = exp2f(fmaf(sc[jj], sl2, -muse));
       l += pv;
+      if constexpr (DROP) pv *= fa_drop_w(dr, p, s, h, i, j0 + jj);
 #pragma unroll
       for (int c = 0; c < NC; ++c)
         if (g + 8 * c < Dv) o[c] = fmaf(pv, sV[jj * Dv + g + 8 * c], o[c]);
@@ -413,6 +439,15 @@ __global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
   }
 }
 
+template <typename T, int NC, bool PRUNE>
+__global__ void __launch_bounds__(128) fa_fwd_generic_kernel(const FaParams p) {
+  fa_fwd_generic_body<T, NC, PRUNE, false>(p, FaDrop{});
+}
+template <typename T, int NC>
+__global__ void __launch_bounds__(128) fa_fwd_generic_drop_kernel(const FaParams p, const FaDrop dr) {
+  fa_fwd_generic_body<T, NC, false, true>(p, dr);
+}
+
 template <typename T, bool PRUNE> static tg_status fa_launch_fwd_generic(const FaParams &p, cudaStream_t st) {
   auto kern = p.D <= 64 && p.Dv <= 64 ? fa_fwd_generic_kernel<T, 8, PRUNE> : fa_fwd_generic_kernel<T, 32, PRUNE>;
   size_t smem = (size_t)32 * (p.D + p.Dv) * sizeof(float);
@@ -423,7 +458,23 @@ template <typename T, bool PRUNE> static tg_status fa_launch_fwd_generic(const F
   return TG_OK;
 }
 
-tg_status fa_forward_generic(const FaParams &p, cudaStream_t st) {
+template <typename T> static tg_status fa_launch_fwd_generic_drop(const FaParams &p, const FaDrop &dr, cudaStream_t st) {
+  auto kern = p.D <= 64 && p.Dv <= 64 ? fa_fwd_generic_drop_kernel<T, 8> : fa_fwd_generic_drop_kernel<T, 32>;
+  size_t smem = (size_t)32 * (p.D + p.Dv) * sizeof(float);
+  if (smem > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  dim3 grid((unsigned)((p.max_q + 15) / 16), (unsigned)p.Hq, (unsigned)p.nz);
+  kern<<<grid, 128, smem, st>>>(p, dr);
+  TGC_LAUNCHED("fa_fwd_generic_drop_kernel");
+  return TG_OK;
+}
+
+tg_status fa_forward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
+  if (dr) switch (p.dtype) {
+    case TG_F32: return fa_launch_fwd_generic_drop<float>(p, *dr, st);
+    case TG_F16: return fa_launch_fwd_generic_drop<__half>(p, *dr, st);
+    case TG_BF16: return fa_launch_fwd_generic_drop<__nv_bfloat16>(p, *dr, st);
+    default: break;
+    }
   switch (p.dtype) {
   case TG_F32: return p.prune ? fa_launch_fwd_generic<float, true>(p, st) : fa_launch_fwd_generic<float, false>(p, st);
   case TG_F16:

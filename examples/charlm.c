@@ -138,6 +138,8 @@ int charlm_config_check(const charlm_config *c, char *err) {
     return fail(err, "d_model %d is not a multiple of heads %d (each head gets d_model / heads dims)", c->d_model,
                 c->heads);
   if (!(c->dropout >= 0 && c->dropout < 1)) return fail(err, "dropout %g is outside [0, 1)", c->dropout);
+  if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
+    return fail(err, "attn_dropout %g is outside [0, 1)", c->attn_dropout);
   if (c->compute != TG_F32 && c->compute != TG_BF16)
     return fail(err, "compute dtype %s is not supported; expected f32 or bf16", tg_dtype_name(c->compute));
   return 0;
@@ -230,6 +232,7 @@ tg_id charlm_logits(charlm_model *m, tg_id x, int64_t B, int64_t T, int train) {
   mo.heads_q = c->heads;
   mo.causal = 1; /* a causal relation is plain data inside the node: nothing to build per step */
   mo.attention_provider = c->attention;
+  mo.attention_dropout_keep = train && c->attn_dropout > 0 ? 1.0 - c->attn_dropout : 0;
   for (int l = 0; l < c->layers; l++) {
     const charlm_block *b = &m->blocks[l];
     tg_id a = lowp(m, tg_layernorm(t, h, b->ln1_w, b->ln1_b, eps));

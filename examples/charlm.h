@@ -7,8 +7,8 @@
  *               h = h + drop(gelu(LN2(h) W_fc) W_proj)      W_fc [d, 4d], W_proj [4d, d]
  *   logits = LN_f(h) wte^T                                  head tied to wte via tg_transpose
  *   loss = cross_entropy(logits, y)
- * Dropout sits where nanoGPT has it (embeddings, after the attention projection, after the MLP),
- * except on the attention probabilities: tiga's attention has no dropout inside it.
+ * Dropout sits where nanoGPT has it (embeddings, after the attention projection, after the MLP);
+ * attention-probability dropout is cfg.attn_dropout (tg_mha's attention_dropout_keep).
  *
  * Pieces here are reusable by tests: data (vocabulary, split, batches), the RNG, the model, one
  * training step, evaluation, sampling, the learning-rate schedule and checkpoints (tg_tape_save
@@ -61,6 +61,8 @@ typedef struct charlm_config {
   tg_dtype compute;      /* TG_F32, or TG_BF16: autocast-style mixed precision (f32 master weights) */
   tg_provider provider;  /* tape provider for every node (HOST for --device host, AUTO on CUDA) */
   tg_provider attention; /* provider of every MHA attention node (AUTO: the tape's) */
+  double attn_dropout;   /* drop probability of the attention weights in [0, 1) (tg_mha's
+                            attention_dropout_keep = 1 - it) */
 } charlm_config;
 
 typedef struct charlm_block {

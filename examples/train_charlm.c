@@ -35,6 +35,7 @@ enum {
   F_WARMUP,
   F_WD,
   F_DROPOUT,
+  F_ATTNDROP,
   F_CLIP,
   F_EVALINT,
   F_EVALITERS,
@@ -77,6 +78,8 @@ static const flag FLAGS[NFLAGS] = {
     [F_WD] = {"weight-decay", T_DBL, 0, 10, 0, "0.1", "0.1", "AdamW weight decay on 2-D weights (not on LayerNorm)"},
     [F_DROPOUT] = {"dropout", T_DBL, 0, 1, 0, "0.2", "0.0",
                    "drop probability in [0, 1) (embeddings, attention out, MLP out)"},
+    [F_ATTNDROP] = {"attn-dropout", T_DBL, 0, 1, 0, "0.0", "0.0",
+                    "drop probability of the attention weights, in [0, 1) (nanoGPT: 0.2)"},
     [F_CLIP] = {"clip", T_DBL, 0, 1e6, 0, "1.0", "1.0", "clip gradients to this global L2 norm; 0 = off"},
     [F_EVALINT] = {"eval-interval", T_INT, 1, 1e9, 0, "250", "100",
                    "evaluate train/val loss every N steps (and at the end)"},
@@ -162,7 +165,7 @@ static int parse_value(opts *o, int k, const char *v, char *err) {
       snprintf(err, CHARLM_ERR, "--%s: '%s' is not a finite number", fl->name, v);
       return -1;
     }
-    int hi_open = k == F_DROPOUT;
+    int hi_open = k == F_DROPOUT || k == F_ATTNDROP;
     if (x < fl->lo || (fl->lo_open && x <= fl->lo) || x > fl->hi || (hi_open && x >= fl->hi)) {
       snprintf(err, CHARLM_ERR, "--%s: %g is out of range; expected %s%g, %g%s", fl->name, x, fl->lo_open ? "(" : "[",
                fl->lo, fl->hi, hi_open ? ")" : "]");
@@ -440,7 +443,9 @@ int main(int argc, char **argv) {
                        gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
                        !strcmp(o.s[F_ATTENTION], "host")    ? TG_PROVIDER_HOST
                        : !strcmp(o.s[F_ATTENTION], "fused") ? TG_PROVIDER_CUDA_FUSED
-                                                            : TG_PROVIDER_CUDA_COMPOSED};
+                                                            : TG_PROVIDER_CUDA_COMPOSED,
+                       o.d[F_ATTNDROP]};
+
   charlm_data data;
   charlm_model m;
   memset(&m, 0, sizeof m);
@@ -464,8 +469,9 @@ int main(int argc, char **argv) {
          o.s[F_ATTENTION]);
   printf("data: %s: %lld chars (train %lld, val %lld)\n", o.s[F_DATA], (long long)data.n, (long long)data.n_train,
          (long long)(data.n - data.n_train));
-  printf("train: %lld steps, batch %lld, lr %g -> %g (warmup %lld), weight decay %g, dropout %g, clip %g\n", steps, B,
-         o.d[F_LR], o.d[F_MINLR], o.i[F_WARMUP], o.d[F_WD], o.d[F_DROPOUT], o.d[F_CLIP]);
+  printf("train: %lld steps, batch %lld, lr %g -> %g (warmup %lld), weight decay %g, dropout %g, attn dropout %g, "
+         "clip %g\n",
+         steps, B, o.d[F_LR], o.d[F_MINLR], o.i[F_WARMUP], o.d[F_WD], o.d[F_DROPOUT], o.d[F_ATTNDROP], o.d[F_CLIP]);
 
   charlm_rng rng;
   charlm_rng_seed(&rng, (uint64_t)o.i[F_SEED]);

@@ -64,6 +64,12 @@ int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys
 #define VOFF(sh, b, j, g) ((((b) * (sh)->Nk + (j)) * (sh)->Hkv + (g)) * (sh)->Dv)
 #define OOFF(sh, b, i, h) ((((b) * (sh)->Nq + (i)) * (sh)->Hq + (h)) * (sh)->Dv)
 
+/* Dropout weight m_ij / keep of (b, h, i, j); 1 without dropout. */
+static double drop_w(const host_attn_shape *sh, int64_t b, int64_t h, int64_t i, int64_t j) {
+  if (!(sh->keep > 0 && sh->keep < 1)) return 1.0;
+  return host_attn_kept(sh, b, h, i, j) ? 1.0 / sh->keep : 0.0;
+}
+
 static double dot(tg_dtype dt, const void *a, int64_t ia, const void *b, int64_t ib, int64_t n) {
   double s = 0;
   for (int64_t c = 0; c < n; c++)
@@ -96,7 +102,7 @@ tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const h
             l += exp(s[c] - m);
           L = m + log(l);
           for (int64_t c = 0; c < cnt; c++) {
-            double p = exp(s[c] - L);
+            double p = exp(s[c] - L) * drop_w(sh, b, h, i, keys[c]);
             int64_t vo = VOFF(sh, b, keys[c], g);
             for (int64_t e = 0; e < sh->Dv; e++)
               acc[e] += p * ld(dt, v, vo + e);
@@ -130,11 +136,12 @@ tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const 
   int64_t nq_el = sh->B * sh->Nq * sh->Hq * sh->D, nk_el = sh->B * sh->Nk * sh->Hkv * sh->D,
           nv_el = sh->B * sh->Nk * sh->Hkv * sh->Dv;
   int32_t *keys = malloc((size_t)sh->Nk * sizeof *keys);
-  double *p = malloc((size_t)sh->Nk * sizeof *p), *dp = malloc((size_t)sh->Nk * sizeof *dp);
+  double *p = malloc((size_t)sh->Nk * sizeof *p), *dp = malloc((size_t)sh->Nk * sizeof *dp),
+         *w = malloc((size_t)sh->Nk * sizeof *w);
   double *gq = calloc((size_t)nq_el, sizeof *gq), *gk = calloc((size_t)nk_el, sizeof *gk),
          *gv = calloc((size_t)nv_el, sizeof *gv);
   tg_status st = TG_ERR_OUT_OF_MEMORY;
-  if (!keys || !p || !dp || !gq || !gk || !gv) goto done;
+  if (!keys || !p || !dp || !w || !gq || !gk || !gv) goto done;
   int64_t group = sh->Hq / sh->Hkv;
   for (int64_t b = 0; b < sh->B; b++)
     for (int64_t h = 0; h < sh->Hq; h++)
@@ -146,7 +153,8 @@ tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const 
         double Di = 0;
         for (int64_t c = 0; c < cnt; c++) {
           p[c] = exp(sh->scale * dot(dt, q, qo, k, KOFF(sh, b, keys[c], g), sh->D) - L);
-          dp[c] = dot(dt, dout, oo, v, VOFF(sh, b, keys[c], g), sh->Dv);
+          w[c] = drop_w(sh, b, h, i, keys[c]);
+          dp[c] = w[c] * dot(dt, dout, oo, v, VOFF(sh, b, keys[c], g), sh->Dv);
           Di += p[c] * dp[c];
         }
         for (int64_t c = 0; c < cnt; c++) {
@@ -157,7 +165,7 @@ tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const 
             gk[ko + e] += ds * ld(dt, q, qo + e);
           }
           for (int64_t e = 0; e < sh->Dv; e++)
-            gv[vo + e] += p[c] * ld(dt, dout, oo + e);
+            gv[vo + e] += p[c] * w[c] * ld(dt, dout, oo + e);
         }
       }
   add_into(dt, dq, gq, nq_el);
@@ -165,6 +173,6 @@ tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const 
   add_into(dt, dv, gv, nv_el);
   st = TG_OK;
 done:
-  free(keys), free(p), free(dp), free(gq), free(gk), free(gv);
+  free(keys), free(p), free(dp), free(w), free(gq), free(gk), free(gv);
   return st;
 }

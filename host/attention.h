@@ -9,10 +9,15 @@
  * Backward recomputes p_ij = exp(s_ij - lse_i) from the saved lse:
  *   dp_ij = <dout_i, v_j>,  D_i = sum_j p_ij dp_ij,  ds_ij = p_ij (dp_ij - D_i)
  *   dq_i += scale sum_j ds_ij k_j,  dk_j += scale sum_i ds_ij q_i,  dv_j += sum_i p_ij dout_i
- * (dk, dv of a key/value head sum over the query heads of its group). */
+ * (dk, dv of a key/value head sum over the query heads of its group).
+ *
+ * Attention dropout (keep in (0, 1)): with w_ij = m_ij / keep (m the regenerated mask bit),
+ *   out_i = sum_j p_ij w_ij v_j;  dp_ij = w_ij <dout_i, v_j>;  dv_j += sum_i p_ij w_ij dout_i;
+ *   D_i = sum_j p_ij dp_ij (= <dout_i, out_i>) and ds as above. */
 #ifndef TIGA_HOST_ATTENTION_H
 #define TIGA_HOST_ATTENTION_H
 #include "tiga.h"
+#include "philox.h"
 
 typedef enum { HOST_REL_DENSE = 0, HOST_REL_CAUSAL, HOST_REL_MASK, HOST_REL_VARLEN, HOST_REL_CSR } host_rel_kind;
 
@@ -31,7 +36,16 @@ typedef struct host_attn_rel {
 typedef struct host_attn_shape {
   int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
   double scale;
+  double keep;         /* attention dropout: 1 (or 0) = none; else keep probability in (0, 1) */
+  uint64_t seed, call; /* dropout stream: tape seed and RNG call counter (tiga.h) */
 } host_attn_shape;
+
+/* Dropout mask bit of (b, h, i, j) (tiga.h): Philox(seed, ((b*Hq + h)*Nq + i)*Nk + j, call | 2^63). */
+static inline int host_attn_kept(const host_attn_shape *sh, int64_t b, int64_t h, int64_t i, int64_t j) {
+  uint32_t w[4];
+  tg_philox4x32(sh->seed, (uint64_t)(((b * sh->Hq + h) * sh->Nq + i) * sh->Nk + j), sh->call | (1ull << 63), w);
+  return tg_uniform53_of(w[0], w[1]) < sh->keep;
+}
 
 /* Writes the keys allowed for query i of batch entry b into keys (ascending, capacity nk) and
  * returns how many there are. */

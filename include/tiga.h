@@ -399,7 +399,19 @@ typedef struct tg_attention_options {
   double block_prune_threshold; /* 0: exact. (0, 1]: tile pruning (CUDA_FUSED forward, dense
                                    and causal only); elsewhere TG_ERR_UNSUPPORTED */
   tg_id *lse_out;               /* optional: receives the id of the lse value */
+  double dropout_keep;          /* attention-probability dropout: 0 or 1: none; else keep
+                                   probability in (0, 1) (see below) */
 } tg_attention_options;
+/* Attention dropout (dropout_keep = keep in (0, 1)): inverted dropout on the normalised weights,
+ *   out_i = sum_j (p_ij m_ij / keep) v_j,  p = softmax over the allowed keys (the denominator
+ *   uses every allowed key, dropped or not), m_ij ~ Bernoulli(keep); lse is unchanged.
+ * Mask bit of element (b, h, i, j): kept iff tg_uniform53_of(w0, w1) < keep (host/philox.h) with
+ *   w = Philox4x32-10(key = tape seed, ctr_lo = ((b*Hq + h)*Nq + i)*Nk + j, ctr_hi = c | 2^63),
+ *   c = the tape's RNG call counter (the one tg_dropout uses; bit 63 keeps the streams apart),
+ *   taken and incremented once per tg_attention call with keep in (0, 1), in no-grad mode too.
+ * The backward regenerates the mask (nothing extra is saved). In no-grad mode the dropout is off
+ * (inference), as in tg_dropout. keep NaN, < 0 or > 1: TG_ERR_INVALID_ARGUMENT. Every provider
+ * implements it; it does not combine with block_prune_threshold (TG_ERR_UNSUPPORTED). */
 
 TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_relation *rel,
                           const tg_attention_options *opts);
@@ -415,6 +427,7 @@ typedef struct tg_mha_options {
   const tg_relation *rel;         /* optional relation over (n, n), e.g. a boolean mask */
   tg_provider attention_provider; /* AUTO: the tape's current provider */
   double scale;                   /* 0: 1/sqrt(D) */
+  double attention_dropout_keep;  /* tg_attention_options.dropout_keep (0 or 1: none) */
 } tg_mha_options;
 
 TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id wo, const tg_mha_options *opts);

@@ -4,6 +4,8 @@
  *   HOST           f32/f64, every relation; saves lse as f64 (B*Hq*Nq*8 bytes)
  *   CUDA_COMPOSED  cuBLAS + masked softmax; saves P, f32 [B,Hq,Nq,Nk]
  *   CUDA_FUSED     online softmax (cuda/attention_fused.h); saves only lse, f32 [B,Hq,Nq]
+ * Attention dropout (tiga.h) on every provider: the node keeps (seed, call, keep) and the
+ * backward regenerates the mask.
  * The node keeps a shallow copy of the relation header (so dense / causal relations built on the
  * stack by tg_mha need no handle); index arrays stay in the caller's relation, which must outlive
  * the node (tiga.h). CUDA providers stage relation data into the tape's device arena per call. */
@@ -22,6 +24,8 @@ typedef struct attn_state {
   tg_relation rel; /* shallow copy */
   int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
   double scale, prune;
+  double keep;         /* attention dropout keep probability; 1: none */
+  uint64_t seed, call; /* dropout stream (tiga.h) */
   /* device staging for this step (CUDA providers) */
   const uint8_t *d_mask;
   void *d_prep, *d_lo;
@@ -44,6 +48,8 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
     snprintf(rel, sizeof rel, "%s", tgi_rel_kind_name(r->kind));
   int w = snprintf(buf, cap, "rel=%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
                    (long long)st->D, (long long)st->Dv);
+  if (st->keep < 1 && w > 0 && (size_t)w < cap)
+    w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (st->has_tiles && w > 0 && (size_t)w < cap)
     snprintf(buf + w, cap - (size_t)w, " pruned %.1f%% of %llu tiles (rho=%g)",
              st->tiles[0] ? 100.0 * (double)st->tiles[1] / (double)st->tiles[0] : 0.0, st->tiles[0], st->prune);
@@ -57,7 +63,7 @@ static const tgi_capsule cap_attn[4] = {
     {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
 
 static void host_shape(const attn_state *st, host_attn_shape *hs) {
-  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale};
+  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale, st->keep, st->seed, st->call};
 }
 
 /* ------------------------------------------------------------ CUDA glue */
@@ -85,7 +91,10 @@ static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
                          .max_q = r->max_q,
                          .max_k = r->max_k,
                          .varlen_causal = r->causal,
-                         .prune_rho = (float)st->prune};
+                         .prune_rho = (float)st->prune,
+                         .drop_keep = st->keep < 1 ? st->keep : 0,
+                         .drop_seed = st->seed,
+                         .drop_call = st->call};
 }
 
 static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh) {
@@ -106,7 +115,10 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .cu_q = f.cu_q,
                          .cu_k = f.cu_k,
                          .n_seqs = f.n_seqs,
-                         .varlen_causal = f.varlen_causal};
+                         .varlen_causal = f.varlen_causal,
+                         .keep = st->keep < 1 ? st->keep : 0,
+                         .seed = st->seed,
+                         .call = st->call};
 }
 
 /* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
@@ -249,6 +261,11 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     "option 'block_prune_threshold' = %g is implemented for dense and causal relations; argument 'rel' "
                     "is %s",
                     st->prune, tgi_rel_kind_name(kind));
+  if (st->keep < 1 && st->prune > 0)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "option 'dropout_keep' = %g (attention dropout) does not combine with option "
+                    "'block_prune_threshold' = %g; use one of them",
+                    st->keep, st->prune);
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
   if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
     return tgi_fail(
@@ -288,6 +305,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   st->rel = *rel;
   if (!check_shapes(t, q, k, v, st) || !check_relation(t, rel, st)) return TG_NO_ID;
   double scale = opts ? opts->scale : 0, prune = opts ? opts->block_prune_threshold : 0;
+  double keep = opts ? opts->dropout_keep : 0;
   if (!isfinite(scale))
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is %g; expected a finite number (0: 1/sqrt(D))", scale),
            TG_NO_ID;
@@ -295,7 +313,16 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
                     "option 'block_prune_threshold' is %g; expected 0 (exact) or a value in (0, 1]", prune),
            TG_NO_ID;
+  if (!(keep >= 0 && keep <= 1)) /* also rejects NaN */
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "option 'dropout_keep' is %g; expected 0 or 1 (no dropout) or a keep probability in (0, 1)", keep),
+           TG_NO_ID;
   st->scale = scale != 0 ? scale : 1.0 / sqrt((double)st->D);
+  st->keep = 1;
+  if (keep > 0 && keep < 1) { /* the call counter advances in no-grad mode too, as in tg_dropout */
+    st->seed = t->seed, st->call = t->rng_calls++;
+    if (t->grad_enabled) st->keep = keep; /* inference: no dropout */
+  }
   st->prune = prune;
   tg_dtype dt = (tg_dtype)q->dtype;
   tg_provider p = pick(t, st, dt);

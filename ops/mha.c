@@ -73,7 +73,7 @@ tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_i
   tg_id v = tg_reshape(t, tg_linear(t, x_id, wv_id, TG_NO_ID), 4, sv);
   tg_provider prev = t->provider;
   if (opts->attention_provider != TG_PROVIDER_AUTO) tg_tape_set_provider(t, opts->attention_provider, &prev);
-  tg_attention_options ao = {opts->scale, 0, NULL};
+  tg_attention_options ao = {opts->scale, 0, NULL, opts->attention_dropout_keep};
   tg_id o = tg_attention(t, q, k, v, rel, &ao);
   tg_tape_set_provider(t, prev, NULL); /* restored whatever happened */
   return tg_linear(t, tg_reshape(t, o, 3, so), wo_id, TG_NO_ID);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "support.h"
+#include "../host/philox.h"
 /* Relations belong to a runtime, and the harnesses (tg_gradcheck, ts_check_cuda_vs_host) create
  * their own runtimes: the callbacks read the tape's runtime to build a relation for it. */
 
@@ -33,6 +34,7 @@ typedef struct at_ctx {
   tg_runtime *rts[16];
   tg_relation *rels[16];
   int nrel;
+  double keep; /* attention dropout_keep passed by at_fn (0: none) */
 } at_ctx;
 
 static tg_runtime *at_runtime_of(tg_tape *t) { return tg_tape_runtime(t); }
@@ -205,7 +207,7 @@ static void at_gc_inputs(const at_ctx *x, const at_data *d, tg_gradcheck_input *
 
 static tg_id at_fn(tg_tape *t, const tg_id *in, void *user) {
   at_ctx *x = user;
-  tg_attention_options o = {x->scale, 0, NULL};
+  tg_attention_options o = {x->scale, 0, NULL, x->keep};
   tg_id y = tg_attention(t, in[0], in[1], in[2], at_rel(x, at_runtime_of(t)), &o);
   return x->with_w ? tg_sum(t, tg_mul(t, y, in[3])) : y;
 }
@@ -271,7 +273,7 @@ Test(attention, host_matches_naive_every_relation) {
       tg_id ids[3];
       at_inputs(t, x, &d, dt, 0, ids);
       tg_id lse = 42;
-      tg_attention_options o = {x->scale, 0, &lse};
+      tg_attention_options o = {x->scale, 0, &lse, 0};
       tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
       cr_assert_neq(y, TG_NO_ID, "%s: %s", x->name, tg_tape_error(t));
       double *got = malloc(at_n_out(x) * sizeof *got), *glse = malloc(at_n_lse(x) * sizeof *glse);
@@ -311,7 +313,7 @@ Test(attention, gradcheck_every_relation) {
 
 static tg_id self_fn(tg_tape *t, const tg_id *in, void *user) {
   at_ctx *x = user;
-  tg_attention_options o = {x->scale, 0, NULL};
+  tg_attention_options o = {x->scale, 0, NULL, 0};
   tg_id y = tg_attention(t, in[0], in[0], in[0], at_rel(x, at_runtime_of(t)), &o);
   return tg_sum(t, tg_mul(t, y, in[1]));
 }
@@ -341,7 +343,7 @@ Test(attention, empty_rows_zero_out_zero_grad) {
     tg_tape *t = ts_tape(rt);
     tg_id ids[3], lse = TG_NO_ID;
     at_inputs(t, x, &d, TG_F64, TG_REQUIRES_GRAD, ids);
-    tg_attention_options o = {0, 0, &lse};
+    tg_attention_options o = {0, 0, &lse, 0};
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
     int64_t so[4] = {x->B, x->Nq, x->Hq, x->Dv};
     tg_id w = ts_input(t, TG_F64, 4, so, d.w, 0);
@@ -400,7 +402,7 @@ Test(attention, large_scores_finite) {
     tg_tape *t = ts_tape(rt);
     tg_id ids[3], lse;
     at_inputs(t, &x, &d, dt, TG_REQUIRES_GRAD, ids);
-    tg_attention_options o = {1.0, 0, &lse};
+    tg_attention_options o = {1.0, 0, &lse, 0};
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(&x, rt), &o);
     cr_assert_eq(tg_tape_backward(t, tg_sum(t, y)), TG_OK, "%s", tg_tape_error(t));
     double got[4 * 2 * 3], gl[8], gk[6 * 4];
@@ -431,7 +433,7 @@ Test(attention, host_saved_state_lse_and_explain) {
   tg_tape *t = ts_tape(rt);
   tg_id ids[3], lse;
   at_inputs(t, &x, &d, TG_F64, TG_REQUIRES_GRAD, ids);
-  tg_attention_options o = {0, 0, &lse};
+  tg_attention_options o = {0, 0, &lse, 0};
   tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(&x, rt), &o);
   cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
   size_t nodes, saved;
@@ -490,7 +492,7 @@ Test(attention, errors) {
   int32_t cu[3] = {0, 1, 3};
   tg_relation_varlen(rt, 2, cu, NULL, 0, &vl);
   tg_id lse = 42;
-  tg_attention_options o = {0, 0, &lse};
+  tg_attention_options o = {0, 0, &lse, 0};
 #define FRESH()                                                                                                        \
   (tg_tape_reset(t), q = input4(t, TG_F64, 2, 3, 2, 4), k = input4(t, TG_F64, 2, 4, 1, 4),                             \
    v = input4(t, TG_F64, 2, 4, 1, 3))
@@ -583,6 +585,267 @@ Test(attention, errors) {
   tg_runtime_destroy(other);
 }
 
+/* ------------------------------------------------------------ attention dropout (HOST) */
+
+/* Reference with dropout, written from tiga.h: p over all allowed keys, weight m_ij / keep with
+ * m_ij from Philox(seed, ((b*Hq + h)*Nq + i)*Nk + j, call | 2^63). lse is that of at_naive. */
+static int ad_kept(uint64_t seed, uint64_t call, double keep, uint64_t idx) {
+  uint32_t w[4];
+  tg_philox4x32(seed, idx, call | (1ull << 63), w);
+  return tg_uniform53_of(w[0], w[1]) < keep;
+}
+
+static void ad_naive(const at_ctx *x, uint64_t seed, uint64_t call, double keep, const double *q, const double *k,
+                     const double *v, double *out) {
+  double scale = x->scale ? x->scale : 1 / sqrt((double)x->D);
+  uint8_t *A = malloc((size_t)(x->Nq * x->Nk));
+  double *S = malloc((size_t)x->Nk * sizeof *S);
+  for (int64_t b = 0; b < x->B; b++) {
+    at_allow(&x->rel, x->Nq, x->Nk, b, A);
+    for (int64_t h = 0; h < x->Hq; h++) {
+      int64_t g = h / (x->Hq / x->Hkv);
+      for (int64_t i = 0; i < x->Nq; i++) {
+        double z = 0;
+        for (int64_t j = 0; j < x->Nk; j++) {
+          S[j] = 0;
+          for (int64_t e = 0; e < x->D; e++)
+            S[j] += q[((b * x->Nq + i) * x->Hq + h) * x->D + e] * k[((b * x->Nk + j) * x->Hkv + g) * x->D + e];
+          S[j] = exp(scale * S[j]); /* inputs are small: no max shift needed here */
+          z += A[i * x->Nk + j] ? S[j] : 0;
+        }
+        double *o = out + ((b * x->Nq + i) * x->Hq + h) * x->Dv;
+        for (int64_t e = 0; e < x->Dv; e++) {
+          o[e] = 0;
+          for (int64_t j = 0; j < x->Nk; j++) {
+            uint64_t idx = (uint64_t)(((b * x->Hq + h) * x->Nq + i) * x->Nk + j);
+            if (A[i * x->Nk + j] && ad_kept(seed, call, keep, idx))
+              o[e] += S[j] / z / keep * v[((b * x->Nk + j) * x->Hkv + g) * x->Dv + e];
+          }
+        }
+      }
+    }
+  }
+  free(A), free(S);
+}
+
+static const size_t DROP_CASES[] = {0, 1, 3, 5, 7, 9}; /* dense, causal, mask+empty row, varlen, csr, gqa */
+#define NDROP (sizeof DROP_CASES / sizeof DROP_CASES[0])
+
+Test(attention_dropout, host_matches_naive_and_counter_advances) {
+  const uint64_t seed = 0x1234abcdull;
+  for (size_t c = 0; c < NDROP; c++) {
+    at_ctx *x = &CASES[DROP_CASES[c]];
+    at_data d;
+    at_data_init(&d, x, 300 + c, 1.0);
+    size_t no = at_n_out(x), nl = at_n_lse(x);
+    double *want[2] = {malloc(no * sizeof(double)), malloc(no * sizeof(double))};
+    double *nodrop = malloc(no * sizeof(double)), *wlse = malloc(nl * sizeof(double));
+    at_naive(x, d.q, d.k, d.v, nodrop, wlse);
+    for (int call = 0; call < 2; call++)
+      ad_naive(x, seed, (uint64_t)call, 0.6, d.q, d.k, d.v, want[call]);
+    for (int pass = 0; pass < 2; pass++) {
+      tg_dtype dt = pass ? TG_F32 : TG_F64;
+      tg_runtime *rt = ts_host_runtime();
+      tg_tape *t = ts_tape(rt);
+      cr_assert_eq(tg_tape_set_seed(t, seed), TG_OK);
+      tg_id ids[3];
+      at_inputs(t, x, &d, dt, TG_REQUIRES_GRAD, ids);
+      double tol = dt == TG_F64 ? 1e-12 : 2e-6;
+      for (int call = 0; call < 2; call++) { /* the second call draws with counter 1 */
+        tg_id lse = TG_NO_ID;
+        tg_attention_options o = {x->scale, 0, &lse, 0.6};
+        tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
+        cr_assert_neq(y, TG_NO_ID, "%s: %s", x->name, tg_tape_error(t));
+        double *got = malloc(no * sizeof *got), *glse = malloc(nl * sizeof *glse);
+        ts_read(t, y, got, (int64_t)no);
+        ts_read(t, lse, glse, (int64_t)nl);
+        double r = ts_close_ratio(got, want[call], no, tol, tol);
+        cr_expect(r <= 1, "%s %s call %d: out off by %.3g x tolerance", x->name, tg_dtype_name(dt), call, r);
+        at_expect_lse(x->name, glse, wlse, nl, 1e-6); /* lse does not see the mask */
+        free(got), free(glse);
+      }
+      tg_tape_destroy(t);
+      tg_runtime_destroy(rt);
+    }
+    free(want[0]), free(want[1]), free(nodrop), free(wlse);
+    at_data_free(&d);
+  }
+  at_free_rels(CASES, NCASES);
+}
+
+Test(attention_dropout, gradcheck_every_relation) {
+  for (size_t c = 0; c < NDROP; c++) {
+    at_ctx *x = &CASES[DROP_CASES[c]];
+    at_data d;
+    at_data_init(&d, x, 400 + c, 1.0);
+    x->with_w = 1, x->keep = 0.7;
+    tg_gradcheck_input in[4];
+    at_gc_inputs(x, &d, in);
+    cr_log_info("gradcheck with dropout: %s", x->name);
+    ts_gradcheck(at_fn, x, 4, in);
+    x->with_w = 0, x->keep = 0;
+    at_data_free(&d);
+  }
+  at_free_rels(CASES, NCASES);
+}
+
+/* gradcheck relies on this: the callback re-run on a reset tape draws the same mask. */
+Test(attention_dropout, reset_tape_same_mask_set_seed_new_mask) {
+  at_ctx *x = &CASES[0];
+  at_data d;
+  at_data_init(&d, x, 9, 1.0);
+  size_t no = at_n_out(x);
+  double *a = malloc(no * sizeof *a), *b = malloc(no * sizeof *b), *c = malloc(no * sizeof *c);
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  double *dst[3] = {a, b, c};
+  for (int run = 0; run < 3; run++) {
+    tg_tape_reset(t);
+    if (run == 2) tg_tape_set_seed(t, 99);
+    tg_id ids[3];
+    at_inputs(t, x, &d, TG_F64, 0, ids);
+    tg_attention_options o = {0, 0, NULL, 0.5};
+    tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
+    cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+    ts_read(t, y, dst[run], (int64_t)no);
+  }
+  cr_expect(memcmp(a, b, no * sizeof *a) == 0, "a reset tape must draw the same mask");
+  cr_expect(memcmp(a, c, no * sizeof *a) != 0, "another seed must draw another mask");
+  free(a), free(b), free(c);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  at_data_free(&d);
+  at_free_rels(x, 1);
+}
+
+/* keep = 1 and keep = 0 are bit for bit no dropout; so is any keep in no-grad mode. */
+Test(attention_dropout, keep_one_zero_and_no_grad_are_identity) {
+  at_ctx *x = &CASES[1];
+  at_data d;
+  at_data_init(&d, x, 11, 1.0);
+  size_t no = at_n_out(x);
+  double *ref = malloc(no * sizeof *ref), *got = malloc(no * sizeof *got);
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  const double keeps[4] = {-1 /* options NULL */, 1, 0, 0.5};
+  for (int c = 0; c < 4; c++) {
+    tg_tape_reset(t);
+    if (c == 3) cr_assert_eq(tg_tape_set_grad_enabled(t, 0, NULL), TG_OK);
+    tg_id ids[3];
+    at_inputs(t, x, &d, TG_F32, TG_REQUIRES_GRAD, ids);
+    tg_attention_options o = {0, 0, NULL, keeps[c]};
+    tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), c ? &o : NULL);
+    cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+    ts_read(t, y, c ? got : ref, (int64_t)no);
+    if (c) cr_expect(memcmp(ref, got, no * sizeof *got) == 0, "keep %g (case %d) must equal no dropout", keeps[c], c);
+  }
+  tg_tape_set_grad_enabled(t, 1, NULL);
+  free(ref), free(got);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  at_data_free(&d);
+  at_free_rels(x, 1);
+}
+
+/* q = 0: every allowed weight is 1/Nk; v[j] = e_j, so out[b,i,h,j] = m_ij / (Nk keep). */
+Test(attention_dropout, dropped_fraction_is_one_minus_keep) {
+  enum { B = 2, N = 64, H = 2 };
+  const double keep = 0.8;
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_dense(rt, N, N, &r), TG_OK);
+  double *q = calloc(B * N * H * 4, sizeof *q), *v = calloc(B * N * H * N, sizeof *v);
+  for (int b = 0; b < B; b++)
+    for (int j = 0; j < N; j++)
+      for (int h = 0; h < H; h++)
+        v[((b * N + j) * H + h) * N + j] = 1;
+  int64_t sq[4] = {B, N, H, 4}, sv[4] = {B, N, H, N};
+  tg_id qi = ts_input(t, TG_F64, 4, sq, q, TG_REQUIRES_GRAD), vi = ts_input(t, TG_F64, 4, sv, v, 0);
+  tg_attention_options o = {0, 0, NULL, keep};
+  tg_id y = tg_attention(t, qi, qi, vi, r, &o);
+  cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+  size_t n = (size_t)B * N * H * N, zeros = 0, bad = 0;
+  double *out = malloc(n * sizeof *out);
+  ts_read(t, y, out, (int64_t)n);
+  for (size_t e = 0; e < n; e++) {
+    if (out[e] == 0)
+      zeros++;
+    else if (fabs(out[e] - 1.0 / (N * keep)) > 1e-12)
+      bad++;
+  }
+  double frac = (double)zeros / (double)n; /* 16384 draws: sd ~ 0.003 */
+  cr_expect(fabs(frac - (1 - keep)) < 0.02, "dropped fraction %.4f, expected about %.2f", frac, 1 - keep);
+  cr_expect_eq(bad, 0, "%zu kept weights differ from 1/(Nk keep)", bad);
+  free(q), free(v), free(out);
+  tg_relation_destroy(r);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(attention_dropout, bad_keep_values) {
+  const double bad[4] = {NAN, -0.25, 1.5, INFINITY};
+  at_ctx *x = &CASES[0];
+  at_data d;
+  at_data_init(&d, x, 13, 1.0);
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  for (int c = 0; c < 4; c++) {
+    tg_tape_reset(t);
+    tg_id ids[3];
+    at_inputs(t, x, &d, TG_F64, 0, ids);
+    tg_attention_options o = {0, 0, NULL, bad[c]};
+    cr_expect_eq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o), TG_NO_ID);
+    TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "dropout_keep");
+  }
+  tg_tape_reset(t);
+  int64_t sx[3] = {1, 3, 4}, sw[2] = {4, 4};
+  double z[16] = {0};
+  tg_id xi = ts_input(t, TG_F64, 3, sx, z, 0), w = ts_input(t, TG_F64, 2, sw, z, 0);
+  tg_mha_options mo = {.heads_q = 2, .attention_dropout_keep = 2};
+  cr_expect_eq(tg_mha(t, xi, w, w, w, w, &mo), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "dropout_keep");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  at_data_free(&d);
+  at_free_rels(x, 1);
+}
+
+/* tg_mha passes attention_dropout_keep through: same as tg_attention's output path, so checked by
+ * gradcheck on the whole block with dropout on. */
+static tg_id mha_fn(tg_tape *t, const tg_id *in, void *user) {
+  (void)user;
+  tg_mha_options mo = {.heads_q = 2, .causal = 1, .attention_dropout_keep = 0.6};
+  return tg_sum(t, tg_mul(t, tg_mha(t, in[0], in[1], in[2], in[3], in[4], &mo), in[5]));
+}
+
+Test(attention_dropout, mha_passes_keep_through_gradcheck) {
+  int64_t sx[3] = {2, 5, 4}, sw[2] = {4, 4};
+  double X[40], W[4][16], R[40];
+  ts_uniform(X, 40, 1, -1, 1);
+  ts_uniform(R, 40, 2, -1, 1);
+  for (int i = 0; i < 4; i++)
+    ts_uniform(W[i], 16, 3 + (uint64_t)i, -1, 1);
+  tg_gradcheck_input in[6] = {ts_gc_input(TG_F64, 3, sx, X),    ts_gc_input(TG_F64, 2, sw, W[0]),
+                              ts_gc_input(TG_F64, 2, sw, W[1]), ts_gc_input(TG_F64, 2, sw, W[2]),
+                              ts_gc_input(TG_F64, 2, sw, W[3]), ts_gc_input(TG_F64, 3, sx, R)};
+  in[5].differentiable = 0;
+  ts_gradcheck(mha_fn, NULL, 6, in);
+  /* and the option takes effect: output differs from keep = 1 */
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_id xi = ts_input(t, TG_F64, 3, sx, X, 0), w[4];
+  for (int i = 0; i < 4; i++)
+    w[i] = ts_input(t, TG_F64, 2, sw, W[i], 0);
+  tg_mha_options m0 = {.heads_q = 2, .causal = 1}, m1 = {.heads_q = 2, .causal = 1, .attention_dropout_keep = 0.6};
+  double a[40], b[40];
+  ts_read(t, tg_mha(t, xi, w[0], w[1], w[2], w[3], &m0), a, 40);
+  ts_read(t, tg_mha(t, xi, w[0], w[1], w[2], w[3], &m1), b, 40);
+  cr_expect(memcmp(a, b, sizeof a) != 0, "attention_dropout_keep = 0.6 had no effect");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
 /* ------------------------------------------------------------ CUDA providers (skip without a GPU) */
 
 static uint8_t ODD_MASK[2 * 37 * 53];
@@ -622,7 +885,9 @@ static at_ctx ODD[] = {
 };
 #define NODD (sizeof ODD / sizeof ODD[0])
 
-static void cuda_vs_host(tg_provider prov) {
+/* keep: attention dropout_keep (0: none). Both tapes start at the default seed and counter 0, so
+ * the host and the device draw the same mask. */
+static void cuda_vs_host(tg_provider prov, double keep) {
   tg_runtime_destroy(ts_cuda_runtime_or_skip());
   odd_relations();
   const tg_dtype dts[3] = {TG_F32, TG_BF16, TG_F16};
@@ -630,6 +895,7 @@ static void cuda_vs_host(tg_provider prov) {
   for (size_t c = 0; c < NODD; c++) {
     at_ctx *x = &ODD[c];
     if (prov == TG_PROVIDER_CUDA_FUSED && x->rel.kind == TG_REL_CSR) continue; /* a later issue */
+    x->keep = keep;
     at_data d;
     at_data_init(&d, x, 500 + c, 1.0);
     tg_gradcheck_input in[4];
@@ -638,13 +904,62 @@ static void cuda_vs_host(tg_provider prov) {
       cr_log_info("%s %s %s", tg_provider_name(prov), x->name, tg_dtype_name(dts[i]));
       ts_check_cuda_vs_host(at_fn, x, 3, in, dts[i], prov, tols[i]);
     }
+    x->keep = 0;
     at_data_free(&d);
   }
   at_free_rels(ODD, NODD);
 }
 
-Test(attention_cuda, composed_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED); }
-Test(attention_cuda, fused_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_FUSED); }
+Test(attention_cuda, composed_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED, 0); }
+Test(attention_cuda, fused_matches_host) { cuda_vs_host(TG_PROVIDER_CUDA_FUSED, 0); }
+Test(attention_cuda, composed_matches_host_with_dropout) { cuda_vs_host(TG_PROVIDER_CUDA_COMPOSED, 0.7); }
+
+Test(attention_cuda, fused_matches_host_with_dropout) { cuda_vs_host(TG_PROVIDER_CUDA_FUSED, 0.7); }
+
+/* D == Dv cases reach the tensor-core kernels (f16 / bf16), whose accumulator fragments map to
+ * (i, j) for the mask: dense, causal and mask relations with odd sizes and GQA. */
+Test(attention_cuda, fused_tensor_core_dropout_matches_host) {
+  tg_runtime_destroy(ts_cuda_runtime_or_skip());
+  odd_relations();
+  at_ctx tc[3] = {{"tc dense", {.kind = TG_REL_DENSE, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 64, 64)},
+                  {"tc causal", {.kind = TG_REL_CAUSAL, .nq = 70, .nk = 70}, DIMS(1, 70, 70, 2, 1, 32, 32)},
+                  {"tc mask",
+                   {.kind = TG_REL_MASK, .nq = 37, .nk = 53, .mask_batch = 2, .mask = ODD_MASK},
+                   DIMS(2, 37, 53, 2, 2, 128, 128)}};
+  const tg_dtype dts[2] = {TG_BF16, TG_F16};
+  for (size_t c = 0; c < 3; c++) {
+    at_ctx *x = &tc[c];
+    x->keep = 0.8;
+    at_data d;
+    at_data_init(&d, x, 900 + c, 1.0);
+    tg_gradcheck_input in[4];
+    at_gc_inputs(x, &d, in);
+    for (int i = 0; i < 2; i++) {
+      cr_log_info("CUDA_FUSED dropout %s %s", x->name, tg_dtype_name(dts[i]));
+      ts_check_cuda_vs_host(at_fn, x, 3, in, dts[i], TG_PROVIDER_CUDA_FUSED, 3e-2);
+    }
+    at_data_free(&d);
+  }
+  at_free_rels(tc, 3);
+}
+
+/* Dropout does not combine with tile pruning (the pruned forward has no exact backward anyway). */
+Test(attention_cuda, dropout_with_pruning_is_refused) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_causal(rt, 5, 5, &r), TG_OK);
+  int64_t sq[4] = {1, 5, 2, 8};
+  double z[80] = {0};
+  tg_id q = ts_input(t, TG_F32, 4, sq, z, TG_REQUIRES_GRAD);
+  tg_attention_options o = {0, 0.5, NULL, 0.8};
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+  cr_expect_eq(tg_attention(t, q, q, q, r, &o), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "dropout_keep");
+  tg_relation_destroy(r);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
 
 /* Reads a value or gradient of any float dtype as doubles (new buffer). */
 static double *read_dt(tg_tape *t, tg_id id, int grad, size_t n) {
@@ -756,7 +1071,7 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   at_data_init(&d, dense, 11, 1.0);
   tg_id ids[3], lse;
   char buf[2048];
-  tg_attention_options o = {0, 0.5, &lse};
+  tg_attention_options o = {0, 0.5, &lse, 0};
 #define FRESH(dt) (tg_tape_reset(t), at_inputs(t, dense, &d, dt, TG_REQUIRES_GRAD, ids))
   FRESH(TG_F64);
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_COMPOSED, NULL);

@@ -25,7 +25,7 @@ static void load_corpus(charlm_data *d) {
 
 /* Tiny config of the CI run: 1 layer, 2 heads, d 32, context 16, on the HOST provider. */
 static charlm_config tiny(int vocab, double dropout) {
-  charlm_config c = {1, 2, 32, 16, vocab, dropout, TG_F32, TG_PROVIDER_HOST, TG_PROVIDER_HOST};
+  charlm_config c = {1, 2, 32, 16, vocab, dropout, TG_F32, TG_PROVIDER_HOST, TG_PROVIDER_HOST, 0};
   return c;
 }
 
