@@ -564,13 +564,11 @@ template <typename T> static tg_status fa_launch_bwd_generic(const FaParams &p, 
   dim3 grid((unsigned)((p.max_k + 15) / 16), (unsigned)p.Hkv, (unsigned)p.nz);
   if (dr) {
     auto kern = p.D <= 64 && p.Dv <= 64 ? fa_bwd_generic_drop_kernel<T, 8> : fa_bwd_generic_drop_kernel<T, 32>;
-    if (smem > 48 * 1024)
-      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kern<<<grid, 128, smem, st>>>(p, *dr);
   } else {
     auto kern = p.D <= 64 && p.Dv <= 64 ? fa_bwd_generic_kernel<T, 8> : fa_bwd_generic_kernel<T, 32>;
-    if (smem > 48 * 1024)
-      TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     kern<<<grid, 128, smem, st>>>(p);
   }
   TGC_LAUNCHED("fa_bwd_generic_kernel");

@@ -313,11 +313,11 @@ bool fa_forward_tc_has(int D, int Dv) { return D == Dv && (D == 32 || D == 64 ||
 
 tg_status fa_forward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
   if (p.dtype == TG_F16)
-    return dr         ? fa_fwd_tc_dim<__half, false, true>(p, dr, st)
+    return dr        ? fa_fwd_tc_dim<__half, false, true>(p, dr, st)
            : p.prune ? fa_fwd_tc_dim<__half, true, false>(p, dr, st)
                      : fa_fwd_tc_dim<__half, false, false>(p, dr, st);
   if (p.dtype == TG_BF16)
-    return dr         ? fa_fwd_tc_dim<__nv_bfloat16, false, true>(p, dr, st)
+    return dr        ? fa_fwd_tc_dim<__nv_bfloat16, false, true>(p, dr, st)
            : p.prune ? fa_fwd_tc_dim<__nv_bfloat16, true, false>(p, dr, st)
                      : fa_fwd_tc_dim<__nv_bfloat16, false, false>(p, dr, st);
   tgc_set_error("fused attention forward: tensor-core kernels take f16 or bf16");
@@ -458,7 +458,8 @@ template <typename T, bool PRUNE> static tg_status fa_launch_fwd_generic(const F
   return TG_OK;
 }
 
-template <typename T> static tg_status fa_launch_fwd_generic_drop(const FaParams &p, const FaDrop &dr, cudaStream_t st) {
+template <typename T>
+static tg_status fa_launch_fwd_generic_drop(const FaParams &p, const FaDrop &dr, cudaStream_t st) {
   auto kern = p.D <= 64 && p.Dv <= 64 ? fa_fwd_generic_drop_kernel<T, 8> : fa_fwd_generic_drop_kernel<T, 32>;
   size_t smem = (size_t)32 * (p.D + p.Dv) * sizeof(float);
   if (smem > 48 * 1024) TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

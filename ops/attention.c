@@ -63,7 +63,8 @@ static const tgi_capsule cap_attn[4] = {
     {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
 
 static void host_shape(const attn_state *st, host_attn_shape *hs) {
-  *hs = (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale, st->keep, st->seed, st->call};
+  *hs =
+      (host_attn_shape){st->B, st->Nq, st->Nk, st->Hq, st->Hkv, st->D, st->Dv, st->scale, st->keep, st->seed, st->call};
 }
 
 /* ------------------------------------------------------------ CUDA glue */

@@ -19,11 +19,11 @@ Test(cast, rounding_to_bf16_and_f16) {
   cr_expect_eq(b[1], 0x3F81); /* 1 + 2^-7 */
   cr_expect_eq(b[2], 0xC020); /* -2.5 */
   cr_assert_eq(tg_tape_read(t, tg_cast(t, ix, TG_F16), h, sizeof h), TG_OK, "%s", tg_tape_error(t));
-  cr_expect_eq(h[0], 0x3C04);  /* f16 has 10 mantissa bits: 1 + 2^-8 is exact (4 ulps of 2^-10) */
-  cr_expect_eq(h[2], 0xC100);  /* -2.5 */
-  cr_expect_eq(h[3], 0x7C00);  /* 65520 rounds to infinity in f16 */
-  cr_expect_eq(h[4], 0x0001);  /* 2^-24: the smallest subnormal */
-  cr_expect_eq(h[5], 0x0001);  /* 1.5 * 2^-25 = 0.75 of the subnormal step 2^-24: rounds up to 1 step */
+  cr_expect_eq(h[0], 0x3C04); /* f16 has 10 mantissa bits: 1 + 2^-8 is exact (4 ulps of 2^-10) */
+  cr_expect_eq(h[2], 0xC100); /* -2.5 */
+  cr_expect_eq(h[3], 0x7C00); /* 65520 rounds to infinity in f16 */
+  cr_expect_eq(h[4], 0x0001); /* 2^-24: the smallest subnormal */
+  cr_expect_eq(h[5], 0x0001); /* 1.5 * 2^-25 = 0.75 of the subnormal step 2^-24: rounds up to 1 step */
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
@@ -87,6 +87,7 @@ Test(cast_cuda, matches_host) {
   ts_uniform(x, 37 * 53, 4, -100, 100);
   tg_gradcheck_input in = ts_gc_input(TG_F64, 2, sh, x);
   tg_dtype to[2] = {TG_BF16, TG_F16};
-  for (int k = 0; k < 2; k++) ts_check_cuda_vs_host(cv_cast, &to[k], 1, &in, TG_F32, TG_PROVIDER_CUDA, 1e-2);
+  for (int k = 0; k < 2; k++)
+    ts_check_cuda_vs_host(cv_cast, &to[k], 1, &in, TG_F32, TG_PROVIDER_CUDA, 1e-2);
   free(x);
 }

@@ -209,7 +209,8 @@ Test(reduce, values_and_gradcheck) {
   int64_t sh[3] = {2, 3, 5};
   double x[30], s = 0;
   ts_uniform(x, 30, 21, -2, 2);
-  for (int i = 0; i < 30; i++) s += x[i];
+  for (int i = 0; i < 30; i++)
+    s += x[i];
   tg_id ix = ts_input(t, TG_F64, 3, sh, x, 0);
   double v;
   cr_assert_eq(tg_tape_scalar(t, tg_sum(t, ix), &v), TG_OK);
