@@ -25,8 +25,8 @@ for s in $sections; do
     fi ;;
   train)
     if [ -x build-gpu/examples/train_charlm ]; then
-      for mode in "--dtype bf16 --attention fused" "--dtype f32 --attention fused" "--dtype bf16 --attention composed" \
-                  "--dtype f32 --attention composed"; do
+      for mode in "--dtype bf16 --attention fused" "--dtype bf16 --attention fused --attn-dropout 0" \
+                  "--dtype f32 --attention fused" "--dtype bf16 --attention composed" "--dtype f32 --attention composed"; do
         build-gpu/examples/train_charlm --device cuda $mode --steps 60 --eval-interval 1000 --eval-iters 1 --log-interval 20 \
           --sample-chars 0 --out "$out/train_tmp" --data examples/data/input.txt 2>&1 | sed "s/^/[$mode] /" |
           tee -a "$out/train_tiga.log" | tail -n 3

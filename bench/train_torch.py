@@ -49,6 +49,11 @@ class GPT(nn.Module):
         self.lnf = nn.LayerNorm(d, bias=False)
         self.head = nn.Linear(d, vocab, bias=False)
         self.head.weight = self.wte.weight
+        # nanoGPT's initialisation (as examples/charlm.c): N(0, 0.02), residual projections N(0, 0.02/sqrt(2L))
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * layers) if name.endswith(("proj.weight", "fc2.weight")) else 0.02
+                nn.init.normal_(p, 0.0, std)
 
     def forward(self, idx, tgt):
         B, T = idx.shape

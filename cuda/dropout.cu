@@ -1,36 +1,72 @@
-// Inverted dropout on the device. The mask matches host/dropout.c bit for bit: same Philox4x32-10
-// rounds as host/random.c, same 53-bit uniform, same double comparison with keep, and the f32
-// product formed with one explicitly rounded multiply (__fmul_rn: never contracted into an FMA).
-// Backward regenerates the mask from (seed, call) rather than reading a saved one.
+// Inverted dropout on the device. The mask matches host/dropout.c bit for bit: cuRAND's Philox4x32-10
+// block (host/philox.h) per four elements, one 32-bit word per element compared with the same
+// threshold, and the f32 product formed with one explicitly rounded multiply (__fmul_rn: never
+// contracted into an FMA). Backward regenerates the mask from (seed, call) rather than reading a
+// saved one.
 #include "common.cuh"
 #include "dropout.h"
 #include "../host/philox.h"
 
 #include <stdint.h>
 
-// host_uniform53's stream, from the shared Philox definition.
-__device__ __forceinline__ double tgc_uniform53(uint64_t key, uint64_t i, uint64_t stream) {
-  uint32_t w[4];
-  tg_philox4x32(key, i, stream, w);
-  return tg_uniform53_of(w[0], w[1]);
+// Mask words of elements 4g .. 4g+3: cuRAND's Philox block g of subsequence `call` (host/philox.h).
+__device__ __forceinline__ void words(uint64_t seed, uint64_t call, uint64_t g, uint32_t w[4]) {
+  tg_philox4x32(seed, g, call, w);
 }
 
-template <typename T>
-__global__ void k_dropout_fwd(uint64_t seed, uint64_t call, double keep, float scale, const T *__restrict__ x,
-                              T *__restrict__ y, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    bool kept = tgc_uniform53(seed, (uint64_t)i, call) < keep;
-    y[i] = tgc_from_f<T>(kept ? __fmul_rn(tgc_to_f(x[i]), scale) : 0.f);
+// One thread per vector of N elements (N a multiple of 4: one Philox block per 4 elements), then
+// the scalar tail from element `done`.
+template <typename T, int N>
+__global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale,
+                              const T *__restrict__ x, T *__restrict__ y, long long nv, long long done, long long n) {
+  const long long stride = (long long)gridDim.x * blockDim.x, t0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  for (long long v = t0; v < nv; v += stride) {
+    tgc_pack<T, N> a = reinterpret_cast<const tgc_pack<T, N> *>(x)[v], r;
+#pragma unroll
+    for (int q = 0; q < N / 4; q++) {
+      uint32_t w[4];
+      words(seed, call, (uint64_t)v * (N / 4) + q, w);
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        r.e[4 * q + k] = tgc_from_f<T>(all || w[k] < thr ? __fmul_rn(tgc_to_f(a.e[4 * q + k]), scale) : 0.f);
+    }
+    reinterpret_cast<tgc_pack<T, N> *>(y)[v] = r;
+  }
+  for (long long i = done + t0; i < n; i += stride) {
+    uint32_t w[4];
+    words(seed, call, (uint64_t)i >> 2, w);
+    y[i] = tgc_from_f<T>(all || w[i & 3] < thr ? __fmul_rn(tgc_to_f(x[i]), scale) : 0.f);
   }
 }
 
-template <typename T>
-__global__ void k_dropout_bwd(uint64_t seed, uint64_t call, double keep, float scale, const T *__restrict__ gy,
-                              T *__restrict__ gx, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    if (keep >= 1.0 || tgc_uniform53(seed, (uint64_t)i, call) < keep)
-      gx[i] = tgc_from_f<T>(__fadd_rn(tgc_to_f(gx[i]), __fmul_rn(tgc_to_f(gy[i]), scale)));
+template <typename T, int N>
+__global__ void k_dropout_bwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale,
+                              const T *__restrict__ gy, T *__restrict__ gx, long long nv, long long done, long long n) {
+  const long long stride = (long long)gridDim.x * blockDim.x, t0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  for (long long v = t0; v < nv; v += stride) {
+    tgc_pack<T, N> g = reinterpret_cast<const tgc_pack<T, N> *>(gy)[v], r = reinterpret_cast<tgc_pack<T, N> *>(gx)[v];
+#pragma unroll
+    for (int q = 0; q < N / 4; q++) {
+      uint32_t w[4];
+      if (!all) words(seed, call, (uint64_t)v * (N / 4) + q, w);
+#pragma unroll
+      for (int k = 0; k < 4; k++)
+        if (all || w[k] < thr)
+          r.e[4 * q + k] = tgc_from_f<T>(__fadd_rn(tgc_to_f(r.e[4 * q + k]), __fmul_rn(tgc_to_f(g.e[4 * q + k]), scale)));
+    }
+    reinterpret_cast<tgc_pack<T, N> *>(gx)[v] = r;
   }
+  for (long long i = done + t0; i < n; i += stride) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    if (!all) words(seed, call, (uint64_t)i >> 2, w);
+    if (all || w[i & 3] < thr) gx[i] = tgc_from_f<T>(__fadd_rn(tgc_to_f(gx[i]), __fmul_rn(tgc_to_f(gy[i]), scale)));
+  }
+}
+
+// Vector count for pointers a, b of T: n / N when both are N-element aligned, else 0.
+template <typename T> static long long vectors(const void *a, const void *b, long long n) {
+  constexpr int N = tgc_vec_n<T>();
+  return tgc_aligned(a, sizeof(T) * N) && tgc_aligned(b, sizeof(T) * N) ? n / N : 0;
 }
 
 template <typename T>
@@ -40,7 +76,10 @@ static tg_status dropout_fwd(cudaStream_t s, uint64_t seed, uint64_t call, doubl
     TGC_CUDA(cudaMemcpyAsync(y, x, (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice, s));
     return TG_OK;
   }
-  k_dropout_fwd<T><<<tgc_blocks(n, 256), 256, 0, s>>>(seed, call, keep, (float)(1.0 / keep), (const T *)x, (T *)y, n);
+  constexpr int N = tgc_vec_n<T>();
+  long long nv = vectors<T>(x, y, n);
+  k_dropout_fwd<T, N><<<tgc_blocks(nv + (n - nv * N), 256), 256, 0, s>>>(
+      seed, call, (uint32_t)tg_keep_threshold(keep), 0, (float)(1.0 / keep), (const T *)x, (T *)y, nv, nv * N, n);
   TGC_LAUNCHED("dropout_fwd");
   return TG_OK;
 }
@@ -48,8 +87,12 @@ static tg_status dropout_fwd(cudaStream_t s, uint64_t seed, uint64_t call, doubl
 template <typename T>
 static tg_status dropout_bwd(cudaStream_t s, uint64_t seed, uint64_t call, double keep, const void *gy, void *gx,
                              long long n) {
-  float scale = keep >= 1.0 ? 1.f : (float)(1.0 / keep);
-  k_dropout_bwd<T><<<tgc_blocks(n, 256), 256, 0, s>>>(seed, call, keep, scale, (const T *)gy, (T *)gx, n);
+  constexpr int N = tgc_vec_n<T>();
+  long long nv = vectors<T>(gy, gx, n);
+  int all = keep >= 1.0;
+  float scale = all ? 1.f : (float)(1.0 / keep);
+  k_dropout_bwd<T, N><<<tgc_blocks(nv + (n - nv * N), 256), 256, 0, s>>>(
+      seed, call, all ? 0u : (uint32_t)tg_keep_threshold(keep), all, scale, (const T *)gy, (T *)gx, nv, nv * N, n);
   TGC_LAUNCHED("dropout_bwd");
   return TG_OK;
 }

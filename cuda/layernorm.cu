@@ -82,16 +82,29 @@ __global__ void k_ln_bwd_partial(const T *__restrict__ x, const float *__restric
   pb[blockIdx.y * n + j] = sb;
 }
 
-// gw[j] += sum_c pw[c, j]; gb[j] += sum_c pb[c, j]. No __restrict__: gw and gb may alias, and
-// each update is its own read-modify-write in this thread.
+// gw[j] += sum_c pw[c, j]; gb[j] += sum_c pb[c, j]. Block (32 columns x 16 lanes): lane y sums chunks
+// y, y + 16, ... (coalesced across the 32 columns, 16 independent chains in flight), then the 16
+// partials are added in a fixed order (deterministic). No __restrict__ on gw and gb: they may
+// alias, and each update is its own read-modify-write in one thread.
+constexpr int kFinCols = 32, kFinLanes = 16;
 template <typename T>
 __global__ void k_ln_bwd_finish(const float *__restrict__ pw, const float *__restrict__ pb, long long chunks,
                                 long long n, T *gw, T *gb) {
-  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n; j += (long long)gridDim.x * blockDim.x) {
-    float sw = 0.f, sb = 0.f;
-    for (long long c = 0; c < chunks; c++) {
+  __shared__ float shw[kFinLanes][kFinCols + 1], shb[kFinLanes][kFinCols + 1];
+  const long long j = blockIdx.x * (long long)kFinCols + threadIdx.x;
+  float sw = 0.f, sb = 0.f;
+  if (j < n)
+    for (long long c = threadIdx.y; c < chunks; c += kFinLanes) {
       sw += pw[c * n + j];
       sb += pb[c * n + j];
+    }
+  shw[threadIdx.y][threadIdx.x] = sw;
+  shb[threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < n) {
+    for (int k = 1; k < kFinLanes; k++) {
+      sw += shw[k][threadIdx.x];
+      sb += shb[k][threadIdx.x];
     }
     if (gw) gw[j] = tgc_from_f<T>(tgc_to_f(gw[j]) + sw);
     if (gb) gb[j] = tgc_from_f<T>(tgc_to_f(gb[j]) + sb);
@@ -161,7 +174,8 @@ static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const floa
   dim3 grid((unsigned)((n + 255) / 256), (unsigned)chunks);
   k_ln_bwd_partial<T><<<grid, 256, 0, s>>>((const T *)x, mean, rstd, (const T *)gy, pw, pb, rows, n, rpc);
   TGC_LAUNCHED("layernorm_bwd_partial");
-  k_ln_bwd_finish<T><<<tgc_blocks(n, 256), 256, 0, s>>>(pw, pb, chunks, n, (T *)gw, (T *)gb);
+  k_ln_bwd_finish<T><<<(unsigned)((n + kFinCols - 1) / kFinCols), dim3(kFinCols, kFinLanes), 0, s>>>(pw, pb, chunks, n,
+                                                                                                  (T *)gw, (T *)gb);
   TGC_LAUNCHED("layernorm_bwd_finish");
   return TG_OK;
 }

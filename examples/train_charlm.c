@@ -78,7 +78,7 @@ static const flag FLAGS[NFLAGS] = {
     [F_WD] = {"weight-decay", T_DBL, 0, 10, 0, "0.1", "0.1", "AdamW weight decay on 2-D weights (not on LayerNorm)"},
     [F_DROPOUT] = {"dropout", T_DBL, 0, 1, 0, "0.2", "0.0",
                    "drop probability in [0, 1) (embeddings, attention out, MLP out)"},
-    [F_ATTNDROP] = {"attn-dropout", T_DBL, 0, 1, 0, "0.0", "0.0",
+    [F_ATTNDROP] = {"attn-dropout", T_DBL, 0, 1, 0, "0.2", "0.0",
                     "drop probability of the attention weights, in [0, 1) (nanoGPT: 0.2)"},
     [F_CLIP] = {"clip", T_DBL, 0, 1e6, 0, "1.0", "1.0", "clip gradients to this global L2 norm; 0 = off"},
     [F_EVALINT] = {"eval-interval", T_INT, 1, 1e9, 0, "250", "100",

@@ -1,12 +1,14 @@
 /* Host reference kernels for inverted dropout (mask from Philox; see dropout.h). */
 #include "dropout.h"
 
-#include "random.h"
+#include "philox.h"
 
 #include <string.h>
 
 int host_dropout_keeps(uint64_t seed, uint64_t call, int64_t i, double keep) {
-  return host_uniform53(seed, (uint64_t)i, call) < keep;
+  uint32_t w[4];
+  tg_philox4x32(seed, (uint64_t)i >> 2, call, w);
+  return w[i & 3] < tg_keep_threshold(keep);
 }
 
 /* The scale is rounded to the storage type first and the product formed in that type, so an f32

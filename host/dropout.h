@@ -1,7 +1,9 @@
 /* Host reference kernels for inverted dropout. The mask is a pure function of (seed, call, i):
- *   keep element i  iff  host_uniform53(seed, i, call) < keep
- * (Philox4x32-10, key = seed, counter = (lo = i, hi = call); see host/random.h), so the CUDA
- * provider (cuda/dropout.cu) draws the identical mask and backward regenerates it. */
+ *   keep element i  iff  w[i % 4] < tg_keep_threshold(keep)   (iff w[i % 4] * 2^-32 < keep)
+ *   w = Philox4x32-10(key = seed, counter = (lo = i / 4, hi = call))   (host/philox.h)
+ * i.e. cuRAND's Philox stream with seed = seed, subsequence = call, one 32-bit word per element,
+ * so the CUDA provider (cuda/dropout.cu) draws the identical mask with one Philox block per four
+ * elements, and backward regenerates it. */
 #ifndef TIGA_HOST_DROPOUT_H
 #define TIGA_HOST_DROPOUT_H
 #include "tiga.h"

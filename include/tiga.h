@@ -340,7 +340,10 @@ TG_API tg_id tg_mse(tg_tape *tape, tg_id a, tg_id b);
  * (tg_tape_set_seed) and a per-tape call counter; keep in (0, 1]; keep == 1 is the identity.
  * In no-grad mode dropout is the identity (inference). tg_tape_reset restarts the call counter,
  * so a training loop calls tg_tape_set_seed(tape, seed + step) each step for fresh masks (and
- * gets reproducible ones). */
+ * gets reproducible ones). The mask is cuRAND's Philox4x32-10 stream (seed = tape seed,
+ * subsequence = call counter), one 32-bit word w per element: element i (row-major) is kept iff
+ * w_i * 2^-32 < keep. HOST and CUDA draw the same mask bit for bit, and backward regenerates it
+ * (nothing is saved). */
 TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
 
 /* Converts to another float dtype (f32, f64, f16, bf16; round to nearest even). The gradient

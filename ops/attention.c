@@ -122,13 +122,17 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .call = st->call};
 }
 
-/* Synchronous copy (the house rule: host<->device copies complete before the call returns, so the
- * host may reuse or free the source, and tg_tape_reset need not wait for the device). */
+/* Stages host bytes on the device for this step without draining the stream: the bytes are
+ * copied into the tape's host step arena (pinned memory on a device runtime) and uploaded
+ * asynchronously, like step inputs; tg_tape_reset waits for the upload before that memory is
+ * reused, and the source (the relation's own data) may change or go away as soon as this returns. */
 static void *upload(tg_tape *t, const void *src, size_t bytes) {
   void *d = tgi_scratch_d(t, bytes);
-  if (!d) return NULL;
+  void *h = d ? tgi_scratch_h(t, bytes) : NULL;
+  if (!h) return NULL;
+  if (h != src) memcpy(h, src, bytes);
   char msg[TGI_MSG_CAP];
-  tg_status s = tgi_device_h2d(tgi_dev(t), d, src, bytes, msg);
+  tg_status s = tgi_device_h2d_async(tgi_dev(t), d, h, bytes, msg);
   if (s) return tgi_fail(t, s, "staging relation data on the device: %s", msg), NULL;
   t->pending_h2d++;
   return d;

@@ -20,15 +20,15 @@ static void ref_philox(const uint32_t key[2], const uint32_t ctr[4], uint32_t ou
   memcpy(out, c, sizeof c);
 }
 
-/* The documented mask: element i of call c keeps iff u < keep, u the 53-bit uniform from words 0
- * and 1 of Philox(key = seed, counter = (i, c)). */
+/* The documented mask (host/dropout.h): element i of call c keeps iff u < keep, u = w / 2^32 with w
+ * word i % 4 of Philox(key = seed, counter = (i / 4, c)) (cuRAND's subsequence c, offset i). */
 static int ref_keep(uint64_t seed, uint64_t call, uint64_t i, double keep) {
   uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-  uint32_t ctr[4] = {(uint32_t)i, (uint32_t)(i >> 32), (uint32_t)call, (uint32_t)(call >> 32)};
+  uint64_t g = i / 4;
+  uint32_t ctr[4] = {(uint32_t)g, (uint32_t)(g >> 32), (uint32_t)call, (uint32_t)(call >> 32)};
   uint32_t w[4];
   ref_philox(key, ctr, w);
-  double u = ((double)(w[0] >> 5) * 67108864.0 + (double)(w[1] >> 6)) / 9007199254740992.0;
-  return u < keep;
+  return (double)w[i % 4] / 4294967296.0 < keep;
 }
 
 Test(dropout, reference_philox_known_answers) {

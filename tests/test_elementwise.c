@@ -195,6 +195,32 @@ Test(elementwise_cuda, matches_host_f32_odd_sizes) {
   free(c);
 }
 
+/* Broadcast operands whose length is a multiple of the 16-byte vector (64 elements: the kernels'
+ * vector path with wrap-around reads), full-size pairs with a scalar tail (5*64 + 3 elements), in
+ * f32 and bf16. */
+Test(elementwise_cuda, vector_paths_f32_and_bf16) {
+  int64_t sa[3] = {9, 5, 64}, sb[1] = {64}, st[1] = {5 * 64 + 3};
+  size_t na = 9 * 5 * 64;
+  double *a = malloc(na * sizeof(double)), b[64], *c = malloc(na * sizeof(double));
+  ts_uniform(a, na, 21, -3, 3);
+  ts_uniform(b, 64, 22, -3, 3);
+  ts_uniform(c, na, 23, -3, 3);
+  tg_dtype dts[2] = {TG_F32, TG_BF16};
+  double tols[2] = {1e-6, 2e-2};
+  binary_fn bf[] = {tg_add, tg_sub, tg_mul};
+  for (int d = 0; d < 2; d++)
+    for (int k = 0; k < 3; k++) {
+      tg_gradcheck_input ab[2] = {ts_gc_input(TG_F64, 3, sa, a), ts_gc_input(TG_F64, 1, sb, b)};
+      ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ab, dts[d], TG_PROVIDER_CUDA, tols[d]);
+      tg_gradcheck_input ba[2] = {ts_gc_input(TG_F64, 1, sb, b), ts_gc_input(TG_F64, 3, sa, a)};
+      ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ba, dts[d], TG_PROVIDER_CUDA, tols[d]);
+      tg_gradcheck_input tt[2] = {ts_gc_input(TG_F64, 1, st, a), ts_gc_input(TG_F64, 1, st, c)};
+      ts_check_cuda_vs_host(cv_binary, &bf[k], 2, tt, dts[d], TG_PROVIDER_CUDA, tols[d]);
+    }
+  free(a);
+  free(c);
+}
+
 /* ---- sum and mean (ops/reduce.c) */
 
 static tg_id gc_sum_mean(tg_tape *t, const tg_id *in, void *user) {

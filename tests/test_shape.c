@@ -552,6 +552,11 @@ Test(shape_cuda, matches_host_odd_sizes) {
     tg_gradcheck_input c[3] = {ts_gc_input(TG_F64, 3, sa, x), ts_gc_input(TG_F64, 3, sb, x + 1000),
                                ts_gc_input(TG_F64, 3, sc, x + 5000)};
     ts_check_cuda_vs_host(cv_concat, NULL, 3, c, dts[k], TG_PROVIDER_CUDA, tols[k]);
+    /* widths and offsets that are multiples of 8 elements: the vectorised column copy / add */
+    int64_t va[3] = {7, 3, 16}, vb[3] = {7, 3, 8}, vc[3] = {7, 3, 24};
+    tg_gradcheck_input v[3] = {ts_gc_input(TG_F64, 3, va, x), ts_gc_input(TG_F64, 3, vb, x + 1000),
+                               ts_gc_input(TG_F64, 3, vc, x + 5000)};
+    ts_check_cuda_vs_host(cv_concat, NULL, 3, v, dts[k], TG_PROVIDER_CUDA, tols[k]);
   }
   free(x);
 }
