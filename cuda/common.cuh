@@ -65,9 +65,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 tgc_from_f<__nv_bfloat16>(f
 // Memory-bound kernels move 16-byte vectors (4 f32, 8 f16/bf16 per access): one load instruction
 // per vector instead of per element. A launcher takes the vector path only when every pointer is
 // aligned to the vector size (tgc_aligned); the last n % N elements go through the scalar path.
-template <typename T, int N> struct alignas(sizeof(T) * N) tgc_pack {
-  T e[N];
-};
+template <typename T, int N> struct alignas(sizeof(T) * N) tgc_pack { T e[N]; };
 template <typename T> constexpr int tgc_vec_n() { return 16 / (int)sizeof(T); }
 static inline bool tgc_aligned(const void *p, size_t bytes) { return p == nullptr || (size_t)p % bytes == 0; }
 

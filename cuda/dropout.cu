@@ -17,8 +17,8 @@ __device__ __forceinline__ void words(uint64_t seed, uint64_t call, uint64_t g, 
 // One thread per vector of N elements (N a multiple of 4: one Philox block per 4 elements), then
 // the scalar tail from element `done`.
 template <typename T, int N>
-__global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale,
-                              const T *__restrict__ x, T *__restrict__ y, long long nv, long long done, long long n) {
+__global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale, const T *__restrict__ x,
+                              T *__restrict__ y, long long nv, long long done, long long n) {
   const long long stride = (long long)gridDim.x * blockDim.x, t0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   for (long long v = t0; v < nv; v += stride) {
     tgc_pack<T, N> a = reinterpret_cast<const tgc_pack<T, N> *>(x)[v], r;
@@ -52,7 +52,8 @@ __global__ void k_dropout_bwd(uint64_t seed, uint64_t call, uint32_t thr, int al
 #pragma unroll
       for (int k = 0; k < 4; k++)
         if (all || w[k] < thr)
-          r.e[4 * q + k] = tgc_from_f<T>(__fadd_rn(tgc_to_f(r.e[4 * q + k]), __fmul_rn(tgc_to_f(g.e[4 * q + k]), scale)));
+          r.e[4 * q + k] =
+              tgc_from_f<T>(__fadd_rn(tgc_to_f(r.e[4 * q + k]), __fmul_rn(tgc_to_f(g.e[4 * q + k]), scale)));
     }
     reinterpret_cast<tgc_pack<T, N> *>(gx)[v] = r;
   }

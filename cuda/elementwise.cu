@@ -35,8 +35,11 @@ __device__ __forceinline__ float unary_df(int op, float a, float x, float y) {
 
 // Elementwise kernels: one thread per 16-byte vector (tgc_pack) for the first nv * N elements, then
 // the scalar tail from element nv * N. nv = 0 (unaligned pointers) runs everything scalar.
-#define TGC_VEC_LOOP(v, nv) for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < (nv); v += (long long)gridDim.x * blockDim.x)
-#define TGC_TAIL_LOOP(i, from, n) for (long long i = (from) + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+#define TGC_VEC_LOOP(v, nv)                                                                                            \
+  for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < (nv); v += (long long)gridDim.x * blockDim.x)
+#define TGC_TAIL_LOOP(i, from, n)                                                                                      \
+  for (long long i = (from) + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n);                               \
+       i += (long long)gridDim.x * blockDim.x)
 
 template <typename T> using vec_t = tgc_pack<T, tgc_vec_n<T>()>;
 
@@ -236,8 +239,8 @@ template <typename T>
 static tg_status unary_bwd(cudaStream_t s, int op, double al, const void *x, const void *y, const void *gy, void *gx,
                            long long n) {
   long long nv = vec_count<T>(n, {x, op == HOST_TANH ? y : nullptr, gy, gx});
-  k_unary_bwd<T><<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy,
-                                                      (T *)gx, nv, n);
+  k_unary_bwd<T>
+      <<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy, (T *)gx, nv, n);
   TGC_LAUNCHED("unary_bwd");
   return TG_OK;
 }

@@ -175,7 +175,7 @@ static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const floa
   k_ln_bwd_partial<T><<<grid, 256, 0, s>>>((const T *)x, mean, rstd, (const T *)gy, pw, pb, rows, n, rpc);
   TGC_LAUNCHED("layernorm_bwd_partial");
   k_ln_bwd_finish<T><<<(unsigned)((n + kFinCols - 1) / kFinCols), dim3(kFinCols, kFinLanes), 0, s>>>(pw, pb, chunks, n,
-                                                                                                  (T *)gw, (T *)gb);
+                                                                                                     (T *)gw, (T *)gb);
   TGC_LAUNCHED("layernorm_bwd_finish");
   return TG_OK;
 }

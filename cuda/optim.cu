@@ -2,6 +2,8 @@
 #include "common.cuh"
 #include "optim.h"
 
+#include <string.h>
+
 #define GRID_STRIDE(i, n)                                                                                              \
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
 
@@ -108,7 +110,160 @@ template <typename T> static tg_status scale(cudaStream_t s, void *g, long long 
   return TG_OK;
 }
 
+// ---------------------------------------------------------------- multi-tensor launches
+// Many parameters per launch (PyTorch's multi_tensor_apply idea): the launch arguments carry up to
+// kMtTensors tensors and a list of up to kMtBlocks (tensor, chunk) work items, one per block; a
+// chunk is kMtChunk elements. The whole struct is passed by value (< 4 KB of kernel parameters),
+// so nothing is uploaded. A model's ~60 parameters then take a handful of launches instead of one
+// per parameter per kernel.
+constexpr int kMtTensors = 24, kMtBlocks = 320, kMtThreads = 512;
+constexpr long long kMtChunk = 65536;
+
+struct MtArgs {
+  void *p[kMtTensors], *g[kMtTensors], *m[kMtTensors], *v[kMtTensors];
+  long long n[kMtTensors];
+  float decay[kMtTensors], step[kMtTensors], sbc2[kMtTensors];
+  unsigned char tensor[kMtBlocks];
+  int chunk[kMtBlocks];
+  int base; // index of this launch's first block among all blocks of the call (partial sums)
+};
+static_assert(sizeof(MtArgs) < 4000, "multi-tensor arguments must fit the kernel parameter space");
+
+// Calls launch(args, blocks) for successive batches of (tensor, chunk) work items.
+template <typename F> static tg_status mt_for_each(const cuda_mt_tensor *ts, int count, F launch) {
+  MtArgs a;
+  memset(&a, 0, sizeof a);
+  int nt = 0, nb = 0, base = 0;
+  for (int t = 0; t < count; t++) {
+    long long n = ts[t].n;
+    if (n <= 0) continue;
+    if (nt == kMtTensors) { // tensor slots full: flush
+      tg_status s = launch(a, nb);
+      if (s) return s;
+      base += nb, nt = nb = 0;
+      a.base = base;
+    }
+    a.p[nt] = ts[t].p, a.g[nt] = ts[t].g, a.m[nt] = ts[t].m, a.v[nt] = ts[t].v, a.n[nt] = n;
+    a.decay[nt] = (float)ts[t].decay, a.step[nt] = (float)ts[t].step, a.sbc2[nt] = (float)ts[t].sbc2;
+    for (long long c = 0; c * kMtChunk < n; c++) {
+      if (nb == kMtBlocks) { // block slots full: flush, keep the current tensor in slot 0
+        tg_status s = launch(a, nb);
+        if (s) return s;
+        base += nb, nb = 0;
+        a.base = base;
+        a.p[0] = a.p[nt], a.g[0] = a.g[nt], a.m[0] = a.m[nt], a.v[0] = a.v[nt], a.n[0] = a.n[nt];
+        a.decay[0] = a.decay[nt], a.step[0] = a.step[nt], a.sbc2[0] = a.sbc2[nt];
+        nt = 0;
+      }
+      a.tensor[nb] = (unsigned char)nt;
+      a.chunk[nb] = (int)c;
+      nb++;
+    }
+    nt++;
+  }
+  return nb ? launch(a, nb) : TG_OK;
+}
+
+extern "C" int64_t cuda_mt_blocks(const cuda_mt_tensor *ts, int count) {
+  int64_t b = 0;
+  for (int t = 0; t < count; t++)
+    if (ts[t].n > 0) b += (ts[t].n + kMtChunk - 1) / kMtChunk;
+  return b;
+}
+
+#define MT_RANGE(a, t, i0, i1)                                                                                         \
+  const int t = (a).tensor[blockIdx.x];                                                                                \
+  const long long i0 = (long long)(a).chunk[blockIdx.x] * kMtChunk, i1 = min((a).n[t], i0 + kMtChunk)
+
+template <typename T>
+__global__ void __launch_bounds__(kMtThreads) k_adamw_mt(MtArgs a, float b1, float b2, float eps) {
+  MT_RANGE(a, t, i0, i1);
+  T *p = (T *)a.p[t], *m = (T *)a.m[t], *v = (T *)a.v[t];
+  const T *g = (const T *)a.g[t];
+  const float decay = a.decay[t], step = a.step[t], sbc2 = a.sbc2[t];
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads) {
+    float gi = tgc_to_f(g[i]);
+    float mi = b1 * tgc_to_f(m[i]) + (1.f - b1) * gi;
+    float vi = b2 * tgc_to_f(v[i]) + (1.f - b2) * gi * gi;
+    m[i] = tgc_from_f<T>(mi);
+    v[i] = tgc_from_f<T>(vi);
+    p[i] = tgc_from_f<T>(tgc_to_f(p[i]) * decay - step * mi / (sqrtf(vi) / sbc2 + eps));
+  }
+}
+
+// Block b of the call writes the double sum of squares of its chunk to part[base + b].
+template <typename T> __global__ void __launch_bounds__(kMtThreads) k_sumsq_mt(MtArgs a, double *__restrict__ part) {
+  MT_RANGE(a, t, i0, i1);
+  const T *g = (const T *)a.g[t];
+  double s = 0;
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads) {
+    double x = (double)tgc_to_f(g[i]);
+    s += x * x;
+  }
+  s = tgc_block_sum(s);
+  if (threadIdx.x == 0) part[a.base + blockIdx.x] = s;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kMtThreads)
+    k_clip_scale_mt(MtArgs a, const double *__restrict__ sumsq, double max_norm) {
+  double norm = sqrt(*sumsq), coef = max_norm / (norm + 1e-6);
+  if (!isfinite(norm) || !(coef < 1.0)) return;
+  const float c = (float)coef;
+  MT_RANGE(a, t, i0, i1);
+  T *g = (T *)a.g[t];
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads)
+    g[i] = tgc_from_f<T>(tgc_to_f(g[i]) * c);
+}
+
+template <typename T>
+static tg_status adamw_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, double b1, double b2, double eps) {
+  return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_adamw_mt<T><<<nb, kMtThreads, 0, s>>>(a, (float)b1, (float)b2, (float)eps);
+    TGC_LAUNCHED("adamw_multi");
+    return TG_OK;
+  });
+}
+
+template <typename T>
+static tg_status sumsq_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, double *part, double *acc) {
+  tg_status st = mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_sumsq_mt<T><<<nb, kMtThreads, 0, s>>>(a, part);
+    TGC_LAUNCHED("sumsq_multi");
+    return TG_OK;
+  });
+  if (st) return st;
+  int64_t np = cuda_mt_blocks(ts, count);
+  if (np == 0) return TG_OK;
+  k_sumsq_final<<<1, 1024, 0, s>>>(part, (int)np, acc);
+  TGC_LAUNCHED("sumsq_final");
+  return TG_OK;
+}
+
+template <typename T>
+static tg_status clip_scale_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, const double *sumsq,
+                               double max_norm) {
+  return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_clip_scale_mt<T><<<nb, kMtThreads, 0, s>>>(a, sumsq, max_norm);
+    TGC_LAUNCHED("clip_scale_multi");
+    return TG_OK;
+  });
+}
+
 #define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "optimizer", FN, __VA_ARGS__)
+
+extern "C" tg_status cuda_adamw_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double b1,
+                                      double b2, double eps) {
+  DISPATCH(dt, adamw_mt, s, ts, count, b1, b2, eps)
+}
+extern "C" tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double *part,
+                                      double *acc) {
+  DISPATCH(dt, sumsq_mt, s, ts, count, part, acc)
+}
+extern "C" tg_status cuda_clip_scale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,
+                                           const double *sumsq, double max_norm) {
+  DISPATCH(dt, clip_scale_mt, s, ts, count, sumsq, max_norm)
+}
 
 extern "C" tg_status cuda_sgd_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, void *buf, int64_t n,
                                    double lr, double momentum, double dampening, double wd, int nesterov, int first) {

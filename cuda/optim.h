@@ -22,6 +22,23 @@ tg_status cuda_sumsq(tgc_stream s, tg_dtype dt, const void *g, int64_t n, double
 tg_status cuda_clip_scale(tgc_stream s, tg_dtype dt, void *g, int64_t n, const double *sumsq, double max_norm);
 /* g[i] *= scale. */
 tg_status cuda_scale_inplace(tgc_stream s, tg_dtype dt, void *g, int64_t n, double scale);
+
+/* Multi-tensor forms: every tensor of one dtype in a few launches. For AdamW, per tensor:
+ * p = p * decay - step * m / (sqrt(v) / sbc2 + eps) with decay = 1 - lr * wd, step = lr / bc1,
+ * sbc2 = sqrt(bc2) (the single-tensor kernel's folding); m, v unused by sumsq / clip. */
+typedef struct cuda_mt_tensor {
+  void *p, *g, *m, *v;
+  int64_t n;
+  double decay, step, sbc2;
+} cuda_mt_tensor;
+/* Partial sums cuda_sumsq_multi writes (device doubles of its `part` scratch). */
+int64_t cuda_mt_blocks(const cuda_mt_tensor *ts, int count);
+tg_status cuda_adamw_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double b1, double b2,
+                           double eps);
+/* *acc += sum of g^2 over every tensor; deterministic (fixed chunking and summation order). */
+tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double *part, double *acc);
+tg_status cuda_clip_scale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, const double *sumsq,
+                                double max_norm);
 #ifdef __cplusplus
 }
 #endif

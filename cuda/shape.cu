@@ -118,8 +118,8 @@ static tg_status cols_t(cudaStream_t st, long long rows, long long w, const void
   constexpr int N = 16 / (int)sizeof(T) > 1 ? 16 / (int)sizeof(T) : 1;
   if (N > 1 && w % N == 0 && sld % N == 0 && soff % N == 0 && dld % N == 0 && doff % N == 0 &&
       tgc_aligned(src, sizeof(T) * N) && tgc_aligned(dst, sizeof(T) * N)) {
-    k_cols_vec<T, ACC, N><<<tgc_blocks(rows * (w / N), 256), 256, 0, st>>>(rows, w / N, (const T *)src, sld, soff,
-                                                                            (T *)dst, dld, doff);
+    k_cols_vec<T, ACC, N>
+        <<<tgc_blocks(rows * (w / N), 256), 256, 0, st>>>(rows, w / N, (const T *)src, sld, soff, (T *)dst, dld, doff);
     TGC_LAUNCHED("cols");
     return TG_OK;
   }

@@ -19,9 +19,9 @@
 
 TG_PHILOX_FN void tg_philox4x32(uint64_t key, uint64_t ctr_lo, uint64_t ctr_hi, uint32_t out[4]) {
 #if defined(__CUDA_ARCH__)
-  uint4 r = curand_Philox4x32_10(make_uint4((uint32_t)ctr_lo, (uint32_t)(ctr_lo >> 32), (uint32_t)ctr_hi,
-                                            (uint32_t)(ctr_hi >> 32)),
-                                 make_uint2((uint32_t)key, (uint32_t)(key >> 32)));
+  uint4 r = curand_Philox4x32_10(
+      make_uint4((uint32_t)ctr_lo, (uint32_t)(ctr_lo >> 32), (uint32_t)ctr_hi, (uint32_t)(ctr_hi >> 32)),
+      make_uint2((uint32_t)key, (uint32_t)(key >> 32)));
   out[0] = r.x;
   out[1] = r.y;
   out[2] = r.z;

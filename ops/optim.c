@@ -123,6 +123,11 @@ static bufs place(tg_tape *t, const item *e, int nstate) {
   return b;
 }
 
+#ifdef TIGA_HAVE_CUDA
+/* Multi-tensor group of a device parameter: 0 f32, 1 bf16, 2 f16 (collect() admits no other). */
+static int mt_group(const tgi_value *v) { return v->dtype == TG_F32 ? 0 : v->dtype == TG_BF16 ? 1 : 2; }
+#endif
+
 /* Pass 1 over all items; TG_OK or a returned error with nothing updated. */
 static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
   for (size_t k = 0; k < n; k++)
@@ -201,12 +206,27 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
   if ((s = place_all(t, it, n, 2))) goto done;
+#ifdef TIGA_HAVE_CUDA
+  /* device parameters: gathered per dtype (f32, bf16, f16: group d starts at mtoff[d]) and
+   * updated by multi-tensor launches */
+  const tg_dtype mtdt[3] = {TG_F32, TG_BF16, TG_F16};
+  size_t nmt[3] = {0, 0, 0}, mtoff[3], fill[3];
+  cuda_mt_tensor *mt = malloc(n * sizeof *mt);
+  if (!mt) {
+    s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    goto done;
+  }
+  for (size_t k = 0; k < n; k++)
+    if (it[k].side == TGI_ON_DEV) nmt[mt_group(it[k].v)]++;
+  mtoff[0] = 0, mtoff[1] = nmt[0], mtoff[2] = nmt[0] + nmt[1];
+  memcpy(fill, mtoff, sizeof fill);
+#endif
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
     bufs b = place(t, e, 2); /* already placed: no allocation or copy can fail here */
     if (!b.p) {
       s = unstick(t);
-      goto done;
+      break;
     }
     double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
     double step = (double)(e->v->opt_step + 1);
@@ -214,19 +234,26 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
     if (e->side == TGI_ON_HOST) {
       host_adamw_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr, o->beta1, o->beta2, o->eps, wd,
                       bc1, bc2);
-    } else {
-#ifdef TIGA_HAVE_CUDA
-      tg_status ks = cuda_adamw_step(TGI_STREAM(t), (tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr,
-                                     o->beta1, o->beta2, o->eps, wd, bc1, bc2);
-      if (ks) {
-        s = tgi_error(t, ks, "%s: CUDA update of parameter %zu failed: %s", fn, e->index, tgc_error());
-        goto done;
-      }
-#endif
     }
+#ifdef TIGA_HAVE_CUDA
+    else {
+      /* scalars folded in double on the host, as PyTorch does with its python floats */
+      mt[fill[mt_group(e->v)]++] =
+          (cuda_mt_tensor){b.p, b.g, b.m, b.v, e->v->numel, 1 - o->lr * wd, o->lr / bc1, sqrt(bc2)};
+    }
+#endif
     e->v->data.valid = (uint8_t)e->side;
     e->v->opt_step++;
   }
+#ifdef TIGA_HAVE_CUDA
+  for (int d = 0; d < 3 && !s; d++) {
+    if (!nmt[d]) continue;
+    tg_status ks = cuda_adamw_multi(TGI_STREAM(t), mtdt[d], mt + mtoff[d], (int)nmt[d], o->beta1, o->beta2, o->eps);
+    if (ks)
+      s = tgi_error(t, ks, "%s: CUDA update of the %s parameters failed: %s", fn, tg_dtype_name(mtdt[d]), tgc_error());
+  }
+  free(mt);
+#endif
 done:
   free(it);
   return s;
@@ -254,6 +281,9 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'max_norm' is %g; expected a number > 0", fn, max_norm);
   item *it;
   size_t n;
+#ifdef TIGA_HAVE_CUDA
+  cuda_mt_tensor *mt = NULL;
+#endif
   if ((s = collect(t, fn, &it, &n))) return s;
   /* pass 1: make each gradient current on exactly its side (no allocation: it is valid there) */
   for (size_t k = 0; k < n; k++) {
@@ -274,24 +304,49 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
 #ifdef TIGA_HAVE_CUDA
   if (any_dev) {
     char msg[TGI_MSG_CAP];
+    /* the device gradients grouped by dtype (f32, bf16, f16) for the multi-tensor kernels */
+    const tg_dtype mtdt[3] = {TG_F32, TG_BF16, TG_F16};
+    size_t nmt[3] = {0, 0, 0}, mtoff[3] = {0, 0, 0}, fill[3];
+    mt = malloc(n * sizeof *mt);
+    if (!mt) {
+      s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+      goto done;
+    }
+    for (size_t k = 0; k < n; k++)
+      if (it[k].side == TGI_ON_DEV) nmt[mt_group(it[k].v)]++;
+    mtoff[1] = nmt[0], mtoff[2] = nmt[0] + nmt[1];
+    memcpy(fill, mtoff, sizeof fill);
+    for (size_t k = 0; k < n; k++) {
+      if (it[k].side != TGI_ON_DEV) continue;
+      mt[fill[mt_group(it[k].v)]++] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0};
+    }
+    int64_t parts = 0;
+    for (int d = 0; d < 3; d++) {
+      int64_t b = cuda_mt_blocks(mt + mtoff[d], (int)nmt[d]);
+      if (b > parts) parts = b;
+    }
     double *acc = NULL; /* acc[0]: the sum; acc[1..]: partial sums */
-    s = tgi_device_alloc(tgi_dev(t), (1 + CUDA_SUMSQ_SCRATCH) * sizeof(double), (void **)&acc, msg);
+    s = tgi_device_alloc(tgi_dev(t), (size_t)(1 + parts) * sizeof(double), (void **)&acc, msg);
     if (s) {
       s = tgi_error(t, s, "%s: %s", fn, msg);
       goto done;
     }
     s = tgi_device_zero(tgi_dev(t), acc, sizeof(double), msg);
-    for (size_t k = 0; k < n && !s; k++) {
-      if (it[k].side != TGI_ON_DEV) continue;
-      s = cuda_sumsq(TGI_STREAM(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, acc + 1, acc);
-      if (s) snprintf(msg, sizeof msg, "CUDA norm of parameter %zu failed: %s", it[k].index, tgc_error());
+    for (int d = 0; d < 3 && !s; d++) {
+      if (!nmt[d]) continue;
+      const cuda_mt_tensor *g = mt + mtoff[d];
+      s = cuda_sumsq_multi(TGI_STREAM(t), mtdt[d], g, (int)nmt[d], acc + 1, acc);
+      if (s) snprintf(msg, sizeof msg, "CUDA norm of the %s gradients failed: %s", tg_dtype_name(mtdt[d]), tgc_error());
     }
     if (!s && !total_norm && host_sum == 0 && !any_host(it, n)) {
       /* every gradient is on the device and nobody asked for the norm: decide and scale on
        * the device, no host round trip (the training loop keeps running ahead of the GPU) */
-      for (size_t k = 0; k < n && !s; k++) {
-        s = cuda_clip_scale(TGI_STREAM(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, acc, max_norm);
-        if (s) snprintf(msg, sizeof msg, "CUDA clipping of parameter %zu failed: %s", it[k].index, tgc_error());
+      for (int d = 0; d < 3 && !s; d++) {
+        if (!nmt[d]) continue;
+        s = cuda_clip_scale_multi(TGI_STREAM(t), mtdt[d], mt + mtoff[d], (int)nmt[d], acc, max_norm);
+        if (s)
+          snprintf(msg, sizeof msg, "CUDA clipping of the %s gradients failed: %s", tg_dtype_name(mtdt[d]),
+                   tgc_error());
       }
       tgi_device_free(tgi_dev(t), acc);
       if (s) s = tgi_error(t, s, "%s: %s", fn, msg);
@@ -327,6 +382,9 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
   }
   if (total_norm) *total_norm = total;
 done:
+#ifdef TIGA_HAVE_CUDA
+  free(mt);
+#endif
   free(it);
   return s;
 }
