@@ -43,12 +43,14 @@ constexpr int kThreads = 256;
 
 __host__ __device__ bool drops(const tgc_comp_shape &sh) { return sh.keep > 0 && sh.keep < 1; }
 
-// Dropout weight M_e / keep of score element e (attention_composed.h); 1 without dropout.
+// Dropout weight M_e / keep of score element e = R * Nk + j (attention_composed.h, host/philox.h);
+// 1 without dropout.
 __device__ float drop_w(const tgc_comp_shape &sh, long long e) {
   if (!drops(sh)) return 1.f;
+  const uint64_t R = (uint64_t)e / (uint64_t)sh.Nk, j = (uint64_t)e % (uint64_t)sh.Nk;
   uint32_t w[4];
-  tg_philox4x32(sh.seed, (uint64_t)e, sh.call | (1ull << 63), w);
-  return tg_uniform53_of(w[0], w[1]) < sh.keep ? (float)(1.0 / sh.keep) : 0.f;
+  tg_philox4x32(sh.seed, tg_attn_drop_block(R, j, (uint64_t)sh.Nk), sh.call | (1ull << 63), w);
+  return w[tg_attn_drop_word(R, j)] < tg_keep_threshold(sh.keep) ? (float)(1.0 / sh.keep) : 0.f;
 }
 
 // Block-wide reduction (max or sum) of one float per thread; every thread gets the result.

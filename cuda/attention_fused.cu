@@ -172,6 +172,7 @@ static const FaDrop *fa_drop(const tgc_attn_shape *sh, FaDrop &d) {
   if (!(sh->drop_keep > 0 && sh->drop_keep < 1)) return nullptr;
   d.keep = sh->drop_keep;
   d.inv_keep = (float)(1.0 / sh->drop_keep);
+  d.thr = (uint32_t)tg_keep_threshold(sh->drop_keep);
   d.seed = sh->drop_seed;
   d.call = sh->drop_call;
   return &d;

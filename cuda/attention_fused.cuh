@@ -99,16 +99,36 @@ __device__ __forceinline__ int fa_tile_class(const FaParams &p, const FaSeq &s, 
 struct FaDrop {
   double keep;
   float inv_keep;
+  uint32_t thr; // tg_keep_threshold(keep) (< 2^32 since keep < 1)
   uint64_t seed, call;
 };
 
-// Dropout weight of (head h, local query row i, local key j): Philox counter
-// ((b*Hq + h)*Nq + i)*Nk + j with global (packed, for varlen) i and j, as the host computes it.
+// Dropout weight of (head h, local query row i, local key j) (host/philox.h): word
+// tg_attn_drop_word(R, jg) of Philox block tg_attn_drop_block(R, jg, Nk), R the flat row
+// (fa_lse_index) and jg the global (packed, for varlen) key, as the host computes it.
 __device__ __forceinline__ float fa_drop_w(const FaDrop &d, const FaParams &p, const FaSeq &s, int h, int i, int j) {
-  const uint64_t ctr = (uint64_t)fa_lse_index(p, s, h, i) * (uint64_t)p.Nk + (uint64_t)((p.varlen ? s.koff : 0) + j);
+  const uint64_t R = (uint64_t)fa_lse_index(p, s, h, i), jg = (uint64_t)((p.varlen ? s.koff : 0) + j);
   uint32_t w[4];
-  tg_philox4x32(d.seed, ctr, d.call | (1ull << 63), w);
-  return tg_uniform53_of(w[0], w[1]) < d.keep ? d.inv_keep : 0.f;
+  tg_philox4x32(d.seed, tg_attn_drop_block(R, jg, (uint64_t)p.Nk), d.call | (1ull << 63), w);
+  return w[tg_attn_drop_word(R, jg)] < d.thr ? d.inv_keep : 0.f;
+}
+
+// The weights of (i, j) and (i + di, j + dj), di + dj == 1: a row pair (backward) or a key pair
+// (forward). When both fall in one 2x2 patch (the pair starts on an even flat row / even global
+// key: uniform across a CTA) one Philox block serves both; otherwise the second is drawn alone.
+__device__ __forceinline__ float2 fa_drop_w2(const FaDrop &d, const FaParams &p, const FaSeq &s, int h, int i, int j,
+                                             int di, int dj) {
+  const uint64_t R = (uint64_t)fa_lse_index(p, s, h, i), jg = (uint64_t)((p.varlen ? s.koff : 0) + j);
+  uint32_t w[4];
+  tg_philox4x32(d.seed, tg_attn_drop_block(R, jg, (uint64_t)p.Nk), d.call | (1ull << 63), w);
+  float2 r;
+  r.x = w[tg_attn_drop_word(R, jg)] < d.thr ? d.inv_keep : 0.f;
+  const uint64_t R1 = R + (uint64_t)di, j1 = jg + (uint64_t)dj;
+  if ((R1 >> 1) == (R >> 1) && (j1 >> 1) == (jg >> 1))
+    r.y = w[tg_attn_drop_word(R1, j1)] < d.thr ? d.inv_keep : 0.f;
+  else
+    r.y = fa_drop_w(d, p, s, h, i + di, j + dj);
+  return r;
 }
 
 // Mask bits row of local query row i (MASK kind only; i < Lq).

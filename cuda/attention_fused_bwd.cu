@@ -175,13 +175,16 @@ __device__ __forceinline__ void fa_bwd_tc_body(const FaParams &p, const FaDrop &
 #pragma unroll
       for (int nt = 0; nt < NQT; ++nt)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
+        for (int hh = 0; hh < 2; ++hh) {
+          // queries (i, i + 1) of one key: one Philox block for both
+          const float2 dw = fa_drop_w2(dr, p, s, h, i0 + nt * 8 + 2 * t, n0 + w * 16 + g + 8 * hh, 1, 0);
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float wv = fa_drop_w(dr, p, s, h, i0 + nt * 8 + 2 * t + e, n0 + w * 16 + g + 8 * hh);
+            const float wv = e ? dw.y : dw.x;
             kb |= (wv != 0.f ? 1u : 0u) << (4 * nt + 2 * hh + e);
             acc[nt][2 * hh + e] *= wv;
           }
+        }
 #pragma unroll
       for (int kk = 0; kk < NQT / 2; ++kk)
 #pragma unroll

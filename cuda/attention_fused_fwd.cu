@@ -196,15 +196,18 @@ __device__ __forceinline__ void fa_fwd_tc_body(const FaParams &p, const FaDrop &
           mrow[mt][hh] = mnew;
           float rs = 0.f;
 #pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
+          for (int nt = 0; nt < NT; ++nt) {
+            float2 dw = make_float2(1.f, 1.f);
+            if constexpr (DROP) // keys (j, j + 1) of one row: one Philox block for both
+              dw = fa_drop_w2(dr, p, s, h, i0 + w * MT * 16 + mt * 16 + g + 8 * hh, j0 + nt * 8 + 2 * t, 0, 1);
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float pv = fa_exp2(fmaf(sc[mt][nt][2 * hh + e], sl2, -muse));
               rs += pv;
-              if constexpr (DROP)
-                pv *= fa_drop_w(dr, p, s, h, i0 + w * MT * 16 + mt * 16 + g + 8 * hh, j0 + nt * 8 + 2 * t + e);
+              if constexpr (DROP) pv *= e ? dw.y : dw.x;
               sc[mt][nt][2 * hh + e] = pv;
             }
+          }
           lrow[mt][hh] = lrow[mt][hh] * alpha + rs;
 #pragma unroll
           for (int dt = 0; dt < DT; ++dt) {

@@ -40,11 +40,13 @@ typedef struct host_attn_shape {
   uint64_t seed, call; /* dropout stream: tape seed and RNG call counter (tiga.h) */
 } host_attn_shape;
 
-/* Dropout mask bit of (b, h, i, j) (tiga.h): Philox(seed, ((b*Hq + h)*Nq + i)*Nk + j, call | 2^63). */
+/* Dropout mask bit of (b, h, i, j) (tiga.h, host/philox.h): word tg_attn_drop_word(R, j) of the
+ * Philox block tg_attn_drop_block(R, j, Nk) of stream call | 2^63, R = (b*Hq + h)*Nq + i. */
 static inline int host_attn_kept(const host_attn_shape *sh, int64_t b, int64_t h, int64_t i, int64_t j) {
   uint32_t w[4];
-  tg_philox4x32(sh->seed, (uint64_t)(((b * sh->Hq + h) * sh->Nq + i) * sh->Nk + j), sh->call | (1ull << 63), w);
-  return tg_uniform53_of(w[0], w[1]) < sh->keep;
+  uint64_t R = (uint64_t)((b * sh->Hq + h) * sh->Nq + i);
+  tg_philox4x32(sh->seed, tg_attn_drop_block(R, (uint64_t)j, (uint64_t)sh->Nk), sh->call | (1ull << 63), w);
+  return w[tg_attn_drop_word(R, (uint64_t)j)] < tg_keep_threshold(sh->keep);
 }
 
 /* Writes the keys allowed for query i of batch entry b into keys (ascending, capacity nk) and

@@ -58,6 +58,16 @@ TG_PHILOX_FN uint64_t tg_keep_threshold(double keep) {
   return (double)u < t ? u + 1 : u;
 }
 
+/* Attention dropout mask of score element (flat row R = (b*Hq + h)*Nq + i, key j) (global,
+ * packed indices for varlen; tiga.h): 2x2 patches of (row pair, key pair) share one Philox block,
+ * counter (lo = tg_attn_drop_block, hi = call | 2^63), and the element takes word
+ * tg_attn_drop_word of it; kept iff that word < tg_keep_threshold(keep). The fused kernels hold
+ * element pairs that share a patch, so they draw one block per two elements. */
+TG_PHILOX_FN uint64_t tg_attn_drop_block(uint64_t R, uint64_t j, uint64_t Nk) {
+  return (R >> 1) * ((Nk + 1) >> 1) + (j >> 1);
+}
+TG_PHILOX_FN int tg_attn_drop_word(uint64_t R, uint64_t j) { return (int)((R & 1) * 2 + (j & 1)); }
+
 /* A uniform in [0, 1) from two words: 27 + 26 bits, scaled by 2^-53 (exact in double). */
 TG_PHILOX_FN double tg_uniform53_of(uint32_t a, uint32_t b) {
   return (double)(((uint64_t)(a >> 5) << 26) | (b >> 6)) * 0x1.0p-53;

@@ -408,9 +408,11 @@ typedef struct tg_attention_options {
 /* Attention dropout (dropout_keep = keep in (0, 1)): inverted dropout on the normalised weights,
  *   out_i = sum_j (p_ij m_ij / keep) v_j,  p = softmax over the allowed keys (the denominator
  *   uses every allowed key, dropped or not), m_ij ~ Bernoulli(keep); lse is unchanged.
- * Mask bit of element (b, h, i, j): kept iff tg_uniform53_of(w0, w1) < keep (host/philox.h) with
- *   w = Philox4x32-10(key = tape seed, ctr_lo = ((b*Hq + h)*Nq + i)*Nk + j, ctr_hi = c | 2^63),
- *   c = the tape's RNG call counter (the one tg_dropout uses; bit 63 keeps the streams apart),
+ * Mask bit of element (b, h, i, j): with R = (b*Hq + h)*Nq + i (for varlen: packed row and key
+ *   indices, B = 1), kept iff w[2 (R mod 2) + (j mod 2)] * 2^-32 < keep, where
+ *   w = Philox4x32-10(key = tape seed, ctr_lo = floor(R/2) * ceil(Nk/2) + floor(j/2),
+ *   ctr_hi = c | 2^63) -- cuRAND's Philox stream (host/philox.h), one block per 2x2 patch of
+ *   rows and keys; c = the tape's RNG call counter (the one tg_dropout uses; bit 63 keeps the streams apart),
  *   taken and incremented once per tg_attention call with keep in (0, 1), in no-grad mode too.
  * The backward regenerates the mask (nothing extra is saved). In no-grad mode the dropout is off
  * (inference), as in tg_dropout. keep NaN, < 0 or > 1: TG_ERR_INVALID_ARGUMENT. Every provider

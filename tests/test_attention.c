@@ -588,11 +588,13 @@ Test(attention, errors) {
 /* ------------------------------------------------------------ attention dropout (HOST) */
 
 /* Reference with dropout, written from tiga.h: p over all allowed keys, weight m_ij / keep with
- * m_ij from Philox(seed, ((b*Hq + h)*Nq + i)*Nk + j, call | 2^63). lse is that of at_naive. */
-static int ad_kept(uint64_t seed, uint64_t call, double keep, uint64_t idx) {
+ * m_ij = [w < keep * 2^32], w word 2 (R mod 2) + (j mod 2) of Philox(seed, counter lo =
+ * floor(R/2) * ceil(Nk/2) + floor(j/2), hi = call | 2^63), R = (b*Hq + h)*Nq + i. lse is that of
+ * at_naive. */
+static int ad_kept(uint64_t seed, uint64_t call, double keep, uint64_t R, uint64_t j, uint64_t Nk) {
   uint32_t w[4];
-  tg_philox4x32(seed, idx, call | (1ull << 63), w);
-  return tg_uniform53_of(w[0], w[1]) < keep;
+  tg_philox4x32(seed, (R / 2) * ((Nk + 1) / 2) + j / 2, call | (1ull << 63), w);
+  return (double)w[2 * (R % 2) + j % 2] < keep * 4294967296.0;
 }
 
 static void ad_naive(const at_ctx *x, uint64_t seed, uint64_t call, double keep, const double *q, const double *k,
@@ -617,8 +619,8 @@ static void ad_naive(const at_ctx *x, uint64_t seed, uint64_t call, double keep,
         for (int64_t e = 0; e < x->Dv; e++) {
           o[e] = 0;
           for (int64_t j = 0; j < x->Nk; j++) {
-            uint64_t idx = (uint64_t)(((b * x->Hq + h) * x->Nq + i) * x->Nk + j);
-            if (A[i * x->Nk + j] && ad_kept(seed, call, keep, idx))
+            uint64_t R = (uint64_t)((b * x->Hq + h) * x->Nq + i);
+            if (A[i * x->Nk + j] && ad_kept(seed, call, keep, R, (uint64_t)j, (uint64_t)x->Nk))
               o[e] += S[j] / z / keep * v[((b * x->Nk + j) * x->Hkv + g) * x->Dv + e];
           }
         }

@@ -405,6 +405,75 @@ Test(optim_cuda, matches_host_f32_odd_sizes) {
   tg_runtime_destroy(dev);
 }
 
+/* Many parameters (the multi-tensor kernels: more tensors than one launch holds, a tensor of
+ * several chunks and one that spills over a launch's block list), AdamW twice then a clip with
+ * the norm asked for and one decided on the device; values and gradients vs the host. */
+static void many_run(tg_runtime *rt, tg_provider prov, int np, const int64_t *lens, int report_norm, double *out,
+                     double *norm) {
+  tg_tape *t = ts_tape(rt);
+  int64_t total = 0, maxlen = 0;
+  for (int k = 0; k < np; k++) {
+    total += lens[k];
+    if (lens[k] > maxlen) maxlen = lens[k];
+  }
+  float *buf = malloc((size_t)maxlen * sizeof(float));
+  tg_id *w = malloc((size_t)np * sizeof *w);
+  for (int k = 0; k < np; k++) {
+    ts_uniform_f32(buf, (size_t)lens[k], 300 + (uint64_t)k, -1, 1);
+    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &lens[k], buf, k % 3 ? 0 : TG_NO_WEIGHT_DECAY, &w[k]), TG_OK);
+  }
+  tg_adamw_options ao = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
+  for (int s = 0; s < 2; s++) {
+    tg_tape_zero_grad(t);
+    tg_tape_set_provider(t, prov, NULL);
+    tg_id loss = TG_NO_ID;
+    for (int k = 0; k < np; k++) {
+      ts_uniform_f32(buf, (size_t)lens[k], 5000 + 100 * (uint64_t)s + (uint64_t)k, -2, 2);
+      tg_id term = tg_sum(t, tg_mul(t, w[k], ts_input(t, TG_F32, 1, &lens[k], buf, 0)));
+      loss = k ? tg_add(t, loss, term) : term;
+    }
+    cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+    if (s == 1) cr_assert_eq(tg_clip_grad_norm(t, 3.0, report_norm ? norm : NULL), TG_OK, "%s", tg_tape_error(t));
+    cr_assert_eq(tg_adamw_step(t, &ao), TG_OK, "%s", tg_tape_error(t));
+    if (s == 0) tg_tape_reset(t);
+  }
+  for (int64_t k = 0, off = 0; k < np; off += lens[k], k++) {
+    ts_read(t, w[k], out + off, lens[k]);
+    ts_read_grad(t, w[k], out + total + off, lens[k]);
+  }
+  tg_tape_destroy(t);
+  free(w);
+  free(buf);
+}
+
+Test(optim_cuda, many_parameters_multi_tensor) {
+  tg_runtime *dev = ts_cuda_runtime_or_skip();
+  tg_runtime *host = ts_host_runtime();
+  enum { NP = 40 };
+  int64_t lens[NP], total = 0;
+  for (int k = 0; k < NP; k++)
+    lens[k] = (k * 37) % 1000 + 1;
+  lens[7] = 2 * 65536 + 3;    /* three chunks */
+  lens[31] = 330 * 65536 + 5; /* more chunks than one launch's block list */
+  for (int k = 0; k < NP; k++)
+    total += lens[k];
+  double *a = malloc(2 * (size_t)total * sizeof(double)), *b = malloc(2 * (size_t)total * sizeof(double));
+  double na = 0, nb = 0;
+  many_run(host, TG_PROVIDER_HOST, NP, lens, 1, a, &na);
+  many_run(dev, TG_PROVIDER_CUDA, NP, lens, 1, b, &nb);
+  cr_expect(ts_rel_l2(b, a, (size_t)total) < 1e-5, "values: rel err %g", ts_rel_l2(b, a, (size_t)total));
+  cr_expect(ts_rel_l2(b + total, a + total, (size_t)total) < 1e-5, "clipped grads: rel err %g",
+            ts_rel_l2(b + total, a + total, (size_t)total));
+  cr_expect(na > 3.0 && fabs(na - nb) <= 1e-6 * na, "norm host %.10g cuda %.10g (must exceed the clip)", na, nb);
+  many_run(dev, TG_PROVIDER_CUDA, NP, lens, 0, b, NULL);
+  cr_expect(ts_rel_l2(b, a, (size_t)total) < 1e-5, "device-side clip, values: rel err %g",
+            ts_rel_l2(b, a, (size_t)total));
+  free(a);
+  free(b);
+  tg_runtime_destroy(host);
+  tg_runtime_destroy(dev);
+}
+
 /* A device allocation failing in the middle of a step (the second parameter's first moment)
  * is returned, moves nothing, and leaves the tape usable; the retried step then equals a host
  * step. The same for the clip's scratch buffer. */
