@@ -6,6 +6,8 @@
 #include "common.cuh"
 #include "layernorm.h"
 
+#include <initializer_list>
+
 // Row group = the block's x-extent: a warp (blockDim.x == 32) or the whole block (blockDim.y == 1).
 
 // mean = <x>, var = <(x - mean)^2> (two passes over the row), rstd = 1/sqrt(var + eps), y = (x - mean) rstd w + b.
@@ -61,6 +63,118 @@ __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, co
       dr[j] = tgc_from_f<T>(tgc_to_f(dr[j]) + rs * (g - sg - xh * sgx));
     }
   }
+}
+
+// Register-cached forms of the two row kernels for rows of at most 32 * KV vectors (a warp per
+// row, 16-byte vectors, n % N == 0, vector-aligned bases): the row is read from memory once
+// instead of once per pass. Same formulas as above.
+template <typename T, int KV>
+__global__ void __launch_bounds__(256)
+    k_ln_fwd_vec(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, float eps,
+                 T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows, int n) {
+  constexpr int N = tgc_vec_n<T>();
+  using V = tgc_pack<T, N>;
+  const int nv = n / N, lane = threadIdx.x;
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
+    const V *xr = reinterpret_cast<const V *>(x + r * n);
+    float c[KV][N];
+    const float k = tgc_to_f(x[r * n]);
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < KV; q++) {
+      const int v = lane + 32 * q;
+      if (v < nv) {
+        V a = xr[v];
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+          c[q][e] = tgc_to_f(a.e[e]) - k;
+          s += c[q][e];
+        }
+      }
+    }
+    const float mu = tgc_warp_sum(s) / (float)n;
+    float var = 0.f;
+#pragma unroll
+    for (int q = 0; q < KV; q++)
+      if (lane + 32 * q < nv)
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+          c[q][e] -= mu;
+          var += c[q][e] * c[q][e];
+        }
+    const float rs = 1.f / sqrtf(tgc_warp_sum(var) / (float)n + eps);
+    V *yr = reinterpret_cast<V *>(y + r * n);
+#pragma unroll
+    for (int q = 0; q < KV; q++) {
+      const int v = lane + 32 * q;
+      if (v < nv) {
+        V wv = reinterpret_cast<const V *>(w)[v], bv = reinterpret_cast<const V *>(b)[v], o;
+#pragma unroll
+        for (int e = 0; e < N; e++)
+          o.e[e] = tgc_from_f<T>(c[q][e] * rs * tgc_to_f(wv.e[e]) + tgc_to_f(bv.e[e]));
+        yr[v] = o;
+      }
+    }
+    if (lane == 0) {
+      if (mean) mean[r] = k + mu;
+      if (rstd) rstd[r] = rs;
+    }
+  }
+}
+
+template <typename T, int KV>
+__global__ void __launch_bounds__(256)
+    k_ln_bwd_dx_vec(const T *__restrict__ x, const T *__restrict__ w, const float *__restrict__ mean,
+                    const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows, int n) {
+  constexpr int N = tgc_vec_n<T>();
+  using V = tgc_pack<T, N>;
+  const int nv = n / N, lane = threadIdx.x;
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
+    const V *xr = reinterpret_cast<const V *>(x + r * n), *gr = reinterpret_cast<const V *>(gy + r * n);
+    const float m = mean[r], rs = rstd[r];
+    float g[KV][N], xh[KV][N], sg = 0.f, sgx = 0.f;
+#pragma unroll
+    for (int q = 0; q < KV; q++) {
+      const int v = lane + 32 * q;
+      if (v < nv) {
+        V a = xr[v], gv = gr[v], wv = reinterpret_cast<const V *>(w)[v];
+#pragma unroll
+        for (int e = 0; e < N; e++) {
+          g[q][e] = tgc_to_f(gv.e[e]) * tgc_to_f(wv.e[e]);
+          xh[q][e] = (tgc_to_f(a.e[e]) - m) * rs;
+          sg += g[q][e];
+          sgx += g[q][e] * xh[q][e];
+        }
+      }
+    }
+    sg = tgc_warp_sum(sg) / (float)n;
+    sgx = tgc_warp_sum(sgx) / (float)n;
+    V *dr = reinterpret_cast<V *>(gx + r * n);
+#pragma unroll
+    for (int q = 0; q < KV; q++) {
+      const int v = lane + 32 * q;
+      if (v < nv) {
+        V o = dr[v];
+#pragma unroll
+        for (int e = 0; e < N; e++)
+          o.e[e] = tgc_from_f<T>(tgc_to_f(o.e[e]) + rs * (g[q][e] - sg - xh[q][e] * sgx));
+        dr[v] = o;
+      }
+    }
+  }
+}
+
+// Vector rows per lane (KV) the register-cached kernels need for rows of n, or 0 when they do not
+// apply (n not a multiple of the vector, rows longer than 32 * 8 vectors, unaligned bases).
+template <typename T> static int vec_lanes(long long n, std::initializer_list<const void *> ps) {
+  constexpr int N = tgc_vec_n<T>();
+  if (n % N != 0 || n > 32LL * 8 * N) return 0;
+  for (const void *p : ps)
+    if (!tgc_aligned(p, 16)) return 0;
+  long long kv = (n / N + 31) / 32;
+  return kv <= 2 ? 2 : kv <= 4 ? 4 : 8;
 }
 
 // Partial column sums over rows [c * rpc, (c + 1) * rpc) for chunk c = blockIdx.y:
@@ -147,6 +261,14 @@ static tg_status ln_fwd(cudaStream_t s, const void *x, const void *w, const void
                         float *rstd, long long rows, long long n) {
   dim3 grid, block;
   row_shape(rows, n, &grid, &block);
+  const int kv = vec_lanes<T>(n, {x, w, b, y});
+  if (kv) {
+    auto kern = kv == 2 ? k_ln_fwd_vec<T, 2> : kv == 4 ? k_ln_fwd_vec<T, 4> : k_ln_fwd_vec<T, 8>;
+    kern<<<tgc_blocks(rows, 8), dim3(32, 8), 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean,
+                                                     rstd, rows, (int)n);
+    TGC_LAUNCHED("layernorm_fwd");
+    return TG_OK;
+  }
   k_ln_fwd<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean, rstd, rows, n);
   TGC_LAUNCHED("layernorm_fwd");
   return TG_OK;
@@ -159,7 +281,14 @@ static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const floa
   if (gx) {
     dim3 grid, block;
     row_shape(rows, n, &grid, &block);
-    k_ln_bwd_dx<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx, rows, n);
+    const int kv = vec_lanes<T>(n, {x, w, gy, gx});
+    if (kv) {
+      auto kern = kv == 2 ? k_ln_bwd_dx_vec<T, 2> : kv == 4 ? k_ln_bwd_dx_vec<T, 4> : k_ln_bwd_dx_vec<T, 8>;
+      kern<<<tgc_blocks(rows, 8), dim3(32, 8), 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx,
+                                                       rows, (int)n);
+    } else {
+      k_ln_bwd_dx<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx, rows, n);
+    }
     TGC_LAUNCHED("layernorm_bwd_dx");
   }
   if (!gw && !gb) return TG_OK;

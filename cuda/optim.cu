@@ -116,8 +116,8 @@ template <typename T> static tg_status scale(cudaStream_t s, void *g, long long 
 // chunk is kMtChunk elements. The whole struct is passed by value (< 4 KB of kernel parameters),
 // so nothing is uploaded. A model's ~60 parameters then take a handful of launches instead of one
 // per parameter per kernel.
-constexpr int kMtTensors = 24, kMtBlocks = 320, kMtThreads = 512;
-constexpr long long kMtChunk = 65536;
+constexpr int kMtTensors = 24, kMtBlocks = 320, kMtThreads = 256;
+constexpr long long kMtChunk = 16384; // 16 vectors of 4 f32 per thread
 
 struct MtArgs {
   void *p[kMtTensors], *g[kMtTensors], *m[kMtTensors], *v[kMtTensors];
@@ -175,28 +175,71 @@ extern "C" int64_t cuda_mt_blocks(const cuda_mt_tensor *ts, int count) {
   const int t = (a).tensor[blockIdx.x];                                                                                \
   const long long i0 = (long long)(a).chunk[blockIdx.x] * kMtChunk, i1 = min((a).n[t], i0 + kMtChunk)
 
+// The chunk as 16-byte vectors when every buffer of the tensor is vector-aligned (uniform across
+// the block: chunk starts are multiples of the vector), then the scalar remainder.
+__device__ __forceinline__ bool mt_aligned(const void *a, const void *b, const void *c, const void *d) {
+  return (((size_t)a | (size_t)b | (size_t)c | (size_t)d) & 15) == 0;
+}
+
+template <typename T>
+__device__ __forceinline__ void adamw_one(T &p, T g, T &m, T &v, float b1, float b2, float eps, float decay, float step,
+                                          float sbc2) {
+  float gi = tgc_to_f(g);
+  float mi = b1 * tgc_to_f(m) + (1.f - b1) * gi;
+  float vi = b2 * tgc_to_f(v) + (1.f - b2) * gi * gi;
+  m = tgc_from_f<T>(mi);
+  v = tgc_from_f<T>(vi);
+  p = tgc_from_f<T>(tgc_to_f(p) * decay - step * mi / (sqrtf(vi) / sbc2 + eps));
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kMtThreads) k_adamw_mt(MtArgs a, float b1, float b2, float eps) {
+  constexpr int N = tgc_vec_n<T>();
+  using V = tgc_pack<T, N>;
   MT_RANGE(a, t, i0, i1);
   T *p = (T *)a.p[t], *m = (T *)a.m[t], *v = (T *)a.v[t];
   const T *g = (const T *)a.g[t];
   const float decay = a.decay[t], step = a.step[t], sbc2 = a.sbc2[t];
-  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads) {
-    float gi = tgc_to_f(g[i]);
-    float mi = b1 * tgc_to_f(m[i]) + (1.f - b1) * gi;
-    float vi = b2 * tgc_to_f(v[i]) + (1.f - b2) * gi * gi;
-    m[i] = tgc_from_f<T>(mi);
-    v[i] = tgc_from_f<T>(vi);
-    p[i] = tgc_from_f<T>(tgc_to_f(p[i]) * decay - step * mi / (sqrtf(vi) / sbc2 + eps));
+  long long rest = i0;
+  if (mt_aligned(p, g, m, v)) {
+    const long long nv = (i1 - i0) / N, o0 = i0 / N;
+    for (long long k = threadIdx.x; k < nv; k += kMtThreads) {
+      V pv = reinterpret_cast<V *>(p)[o0 + k], gv = reinterpret_cast<const V *>(g)[o0 + k],
+        mv = reinterpret_cast<V *>(m)[o0 + k], vv = reinterpret_cast<V *>(v)[o0 + k];
+#pragma unroll
+      for (int e = 0; e < N; e++)
+        adamw_one<T>(pv.e[e], gv.e[e], mv.e[e], vv.e[e], b1, b2, eps, decay, step, sbc2);
+      reinterpret_cast<V *>(p)[o0 + k] = pv;
+      reinterpret_cast<V *>(m)[o0 + k] = mv;
+      reinterpret_cast<V *>(v)[o0 + k] = vv;
+    }
+    rest = i0 + nv * N;
   }
+  for (long long i = rest + threadIdx.x; i < i1; i += kMtThreads)
+    adamw_one<T>(p[i], g[i], m[i], v[i], b1, b2, eps, decay, step, sbc2);
 }
 
 // Block b of the call writes the double sum of squares of its chunk to part[base + b].
 template <typename T> __global__ void __launch_bounds__(kMtThreads) k_sumsq_mt(MtArgs a, double *__restrict__ part) {
+  constexpr int N = tgc_vec_n<T>();
+  using V = tgc_pack<T, N>;
   MT_RANGE(a, t, i0, i1);
   const T *g = (const T *)a.g[t];
   double s = 0;
-  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads) {
+  long long rest = i0;
+  if (mt_aligned(g, g, g, g)) {
+    const long long nv = (i1 - i0) / N, o0 = i0 / N;
+    for (long long k = threadIdx.x; k < nv; k += kMtThreads) {
+      V gv = reinterpret_cast<const V *>(g)[o0 + k];
+#pragma unroll
+      for (int e = 0; e < N; e++) {
+        double x = (double)tgc_to_f(gv.e[e]);
+        s += x * x;
+      }
+    }
+    rest = i0 + nv * N;
+  }
+  for (long long i = rest + threadIdx.x; i < i1; i += kMtThreads) {
     double x = (double)tgc_to_f(g[i]);
     s += x * x;
   }

@@ -453,8 +453,8 @@ Test(optim_cuda, many_parameters_multi_tensor) {
   int64_t lens[NP], total = 0;
   for (int k = 0; k < NP; k++)
     lens[k] = (k * 37) % 1000 + 1;
-  lens[7] = 2 * 65536 + 3;    /* three chunks */
-  lens[31] = 330 * 65536 + 5; /* more chunks than one launch's block list */
+  lens[7] = 2 * 16384 + 3;    /* three chunks */
+  lens[31] = 330 * 16384 + 5; /* more chunks than one launch's block list */
   for (int k = 0; k < NP; k++)
     total += lens[k];
   double *a = malloc(2 * (size_t)total * sizeof(double)), *b = malloc(2 * (size_t)total * sizeof(double));
