@@ -206,7 +206,8 @@ TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, cons
 /* Initializers. Values are a pure function of (kind, a, b, seed, shape, dtype): the i-th
  * element (row-major) is drawn from Philox4x32-10 with key = seed and counter = i (two 32-bit
  * words give one uniform in [0,1) with 53 bits for f64 / 24 for f32; normals by Box-Muller
- * on two uniforms of the same counter). Same seed, same values, on every provider.
+ * on two uniforms of the same counter) -- cuRAND's Philox stream at subsequence 0. Drawn on the
+ * host and uploaded once, so the values are identical on every provider.
  *   NORMAL          mean a, std b
  *   UNIFORM         in [a, b)
  *   XAVIER_UNIFORM  U(-g*sqrt(6/(fan_in+fan_out)), +...) with gain g = a (0 means 1)
