@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 #include <curand.h>
 
+#include <initializer_list>
+
 #include "launch.h"
 
 // Sets the thread-local launcher message (tgc_error()).
@@ -67,7 +69,24 @@ template <> __device__ __forceinline__ __nv_bfloat16 tgc_from_f<__nv_bfloat16>(f
 // aligned to the vector size (tgc_aligned); the last n % N elements go through the scalar path.
 template <typename T, int N> struct alignas(sizeof(T) * N) tgc_pack { T e[N]; };
 template <typename T> constexpr int tgc_vec_n() { return 16 / (int)sizeof(T); }
+template <typename T> using tgc_vec = tgc_pack<T, tgc_vec_n<T>()>;
 static inline bool tgc_aligned(const void *p, size_t bytes) { return p == nullptr || (size_t)p % bytes == 0; }
+// Vectors of T for pointers ps (NULLs ignored): n / N when all are 16-byte aligned, else 0.
+template <typename T> static inline long long tgc_vec_count(long long n, std::initializer_list<const void *> ps) {
+  for (const void *p : ps)
+    if (!tgc_aligned(p, sizeof(tgc_vec<T>))) return 0;
+  return n / tgc_vec_n<T>();
+}
+// Blocks of 256 for nv vectors plus the scalar tail of n - nv * N elements.
+template <typename T> static inline unsigned tgc_vec_blocks(long long nv, long long n) {
+  return tgc_blocks(nv + (n - nv * tgc_vec_n<T>()), 256);
+}
+// Kernel loops: one thread per vector for v < nv, then the scalar tail i in [from, n).
+#define TGC_VEC_LOOP(v, nv)                                                                                            \
+  for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < (nv); v += (long long)gridDim.x * blockDim.x)
+#define TGC_TAIL_LOOP(i, from, n)                                                                                      \
+  for (long long i = (from) + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n);                               \
+       i += (long long)gridDim.x * blockDim.x)
 
 // ---------------------------------------------------------------- reductions (one home)
 __device__ __forceinline__ float tgc_warp_sum(float v) {

@@ -19,8 +19,7 @@ __device__ __forceinline__ void words(uint64_t seed, uint64_t call, uint64_t g, 
 template <typename T, int N>
 __global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale, const T *__restrict__ x,
                               T *__restrict__ y, long long nv, long long done, long long n) {
-  const long long stride = (long long)gridDim.x * blockDim.x, t0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  for (long long v = t0; v < nv; v += stride) {
+  TGC_VEC_LOOP(v, nv) {
     tgc_pack<T, N> a = reinterpret_cast<const tgc_pack<T, N> *>(x)[v], r;
 #pragma unroll
     for (int q = 0; q < N / 4; q++) {
@@ -32,7 +31,7 @@ __global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int al
     }
     reinterpret_cast<tgc_pack<T, N> *>(y)[v] = r;
   }
-  for (long long i = done + t0; i < n; i += stride) {
+  TGC_TAIL_LOOP(i, done, n) {
     uint32_t w[4];
     words(seed, call, (uint64_t)i >> 2, w);
     y[i] = tgc_from_f<T>(all || w[i & 3] < thr ? __fmul_rn(tgc_to_f(x[i]), scale) : 0.f);
@@ -42,8 +41,7 @@ __global__ void k_dropout_fwd(uint64_t seed, uint64_t call, uint32_t thr, int al
 template <typename T, int N>
 __global__ void k_dropout_bwd(uint64_t seed, uint64_t call, uint32_t thr, int all, float scale,
                               const T *__restrict__ gy, T *__restrict__ gx, long long nv, long long done, long long n) {
-  const long long stride = (long long)gridDim.x * blockDim.x, t0 = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  for (long long v = t0; v < nv; v += stride) {
+  TGC_VEC_LOOP(v, nv) {
     tgc_pack<T, N> g = reinterpret_cast<const tgc_pack<T, N> *>(gy)[v], r = reinterpret_cast<tgc_pack<T, N> *>(gx)[v];
 #pragma unroll
     for (int q = 0; q < N / 4; q++) {
@@ -57,17 +55,11 @@ __global__ void k_dropout_bwd(uint64_t seed, uint64_t call, uint32_t thr, int al
     }
     reinterpret_cast<tgc_pack<T, N> *>(gx)[v] = r;
   }
-  for (long long i = done + t0; i < n; i += stride) {
+  TGC_TAIL_LOOP(i, done, n) {
     uint32_t w[4] = {0, 0, 0, 0};
     if (!all) words(seed, call, (uint64_t)i >> 2, w);
     if (all || w[i & 3] < thr) gx[i] = tgc_from_f<T>(__fadd_rn(tgc_to_f(gx[i]), __fmul_rn(tgc_to_f(gy[i]), scale)));
   }
-}
-
-// Vector count for pointers a, b of T: n / N when both are N-element aligned, else 0.
-template <typename T> static long long vectors(const void *a, const void *b, long long n) {
-  constexpr int N = tgc_vec_n<T>();
-  return tgc_aligned(a, sizeof(T) * N) && tgc_aligned(b, sizeof(T) * N) ? n / N : 0;
 }
 
 template <typename T>
@@ -78,8 +70,8 @@ static tg_status dropout_fwd(cudaStream_t s, uint64_t seed, uint64_t call, doubl
     return TG_OK;
   }
   constexpr int N = tgc_vec_n<T>();
-  long long nv = vectors<T>(x, y, n);
-  k_dropout_fwd<T, N><<<tgc_blocks(nv + (n - nv * N), 256), 256, 0, s>>>(
+  long long nv = tgc_vec_count<T>(n, {x, y});
+  k_dropout_fwd<T, N><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(
       seed, call, (uint32_t)tg_keep_threshold(keep), 0, (float)(1.0 / keep), (const T *)x, (T *)y, nv, nv * N, n);
   TGC_LAUNCHED("dropout_fwd");
   return TG_OK;
@@ -89,11 +81,11 @@ template <typename T>
 static tg_status dropout_bwd(cudaStream_t s, uint64_t seed, uint64_t call, double keep, const void *gy, void *gx,
                              long long n) {
   constexpr int N = tgc_vec_n<T>();
-  long long nv = vectors<T>(gy, gx, n);
+  long long nv = tgc_vec_count<T>(n, {gy, gx});
   int all = keep >= 1.0;
   float scale = all ? 1.f : (float)(1.0 / keep);
-  k_dropout_bwd<T, N><<<tgc_blocks(nv + (n - nv * N), 256), 256, 0, s>>>(
-      seed, call, all ? 0u : (uint32_t)tg_keep_threshold(keep), all, scale, (const T *)gy, (T *)gx, nv, nv * N, n);
+  k_dropout_bwd<T, N><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(seed, call, all ? 0u : (uint32_t)tg_keep_threshold(keep),
+                                                               all, scale, (const T *)gy, (T *)gx, nv, nv * N, n);
   TGC_LAUNCHED("dropout_bwd");
   return TG_OK;
 }

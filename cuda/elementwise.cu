@@ -2,8 +2,6 @@
 #include "common.cuh"
 #include "elementwise.h"
 
-#include <initializer_list>
-
 #define SQRT_2_OVER_PI 0.7978845608028654f
 
 __device__ __forceinline__ float unary_f(int op, float a, float x) {
@@ -33,36 +31,15 @@ __device__ __forceinline__ float unary_df(int op, float a, float x, float y) {
   return 0.f;
 }
 
-// Elementwise kernels: one thread per 16-byte vector (tgc_pack) for the first nv * N elements, then
-// the scalar tail from element nv * N. nv = 0 (unaligned pointers) runs everything scalar.
-#define TGC_VEC_LOOP(v, nv)                                                                                            \
-  for (long long v = blockIdx.x * (long long)blockDim.x + threadIdx.x; v < (nv); v += (long long)gridDim.x * blockDim.x)
-#define TGC_TAIL_LOOP(i, from, n)                                                                                      \
-  for (long long i = (from) + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n);                               \
-       i += (long long)gridDim.x * blockDim.x)
-
-template <typename T> using vec_t = tgc_pack<T, tgc_vec_n<T>()>;
-
-// Vectors for pointers p[0..k) of T (NULLs ignored): n / N when all are aligned, else 0.
-template <typename T> static long long vec_count(long long n, std::initializer_list<const void *> ps) {
-  for (const void *p : ps)
-    if (!tgc_aligned(p, sizeof(vec_t<T>))) return 0;
-  return n / tgc_vec_n<T>();
-}
-// Blocks for nv vectors plus the scalar tail.
-template <typename T> static unsigned vec_blocks(long long nv, long long n) {
-  return tgc_blocks(nv + (n - nv * tgc_vec_n<T>()), 256);
-}
-
 template <typename T>
 __global__ void k_unary_fwd(int op, float al, const T *__restrict__ x, T *__restrict__ y, long long nv, long long n) {
   constexpr int N = tgc_vec_n<T>();
   TGC_VEC_LOOP(v, nv) {
-    vec_t<T> a = reinterpret_cast<const vec_t<T> *>(x)[v], r;
+    tgc_vec<T> a = reinterpret_cast<const tgc_vec<T> *>(x)[v], r;
 #pragma unroll
     for (int k = 0; k < N; k++)
       r.e[k] = tgc_from_f<T>(unary_f(op, al, tgc_to_f(a.e[k])));
-    reinterpret_cast<vec_t<T> *>(y)[v] = r;
+    reinterpret_cast<tgc_vec<T> *>(y)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) y[i] = tgc_from_f<T>(unary_f(op, al, tgc_to_f(x[i])));
 }
@@ -73,15 +50,15 @@ __global__ void k_unary_bwd(int op, float al, const T *__restrict__ x, const T *
   constexpr int N = tgc_vec_n<T>();
   const bool need_y = op == HOST_TANH; // the other ops' derivatives read x only
   TGC_VEC_LOOP(v, nv) {
-    vec_t<T> a = reinterpret_cast<const vec_t<T> *>(x)[v], g = reinterpret_cast<const vec_t<T> *>(gy)[v],
-             r = reinterpret_cast<vec_t<T> *>(gx)[v], b{};
-    if (need_y) b = reinterpret_cast<const vec_t<T> *>(y)[v];
+    tgc_vec<T> a = reinterpret_cast<const tgc_vec<T> *>(x)[v], g = reinterpret_cast<const tgc_vec<T> *>(gy)[v],
+               r = reinterpret_cast<tgc_vec<T> *>(gx)[v], b{};
+    if (need_y) b = reinterpret_cast<const tgc_vec<T> *>(y)[v];
 #pragma unroll
     for (int k = 0; k < N; k++) {
       float d = unary_df(op, al, tgc_to_f(a.e[k]), need_y ? tgc_to_f(b.e[k]) : 0.f);
       r.e[k] = tgc_from_f<T>(tgc_to_f(r.e[k]) + tgc_to_f(g.e[k]) * d);
     }
-    reinterpret_cast<vec_t<T> *>(gx)[v] = r;
+    reinterpret_cast<tgc_vec<T> *>(gx)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) {
     float d = unary_df(op, al, tgc_to_f(x[i]), need_y ? tgc_to_f(y[i]) : 0.f);
@@ -101,12 +78,12 @@ __global__ void k_binary_fwd(int op, const T *__restrict__ a, long long na, cons
   constexpr int N = tgc_vec_n<T>();
   TGC_VEC_LOOP(v, nv) {
     long long i = v * N;
-    vec_t<T> av = *reinterpret_cast<const vec_t<T> *>(a + (na == n ? i : i % na)),
-             bv = *reinterpret_cast<const vec_t<T> *>(b + (nb == n ? i : i % nb)), r;
+    tgc_vec<T> av = *reinterpret_cast<const tgc_vec<T> *>(a + (na == n ? i : i % na)),
+               bv = *reinterpret_cast<const tgc_vec<T> *>(b + (nb == n ? i : i % nb)), r;
 #pragma unroll
     for (int k = 0; k < N; k++)
       r.e[k] = tgc_from_f<T>(binary_f(op, tgc_to_f(av.e[k]), tgc_to_f(bv.e[k])));
-    reinterpret_cast<vec_t<T> *>(y)[v] = r;
+    reinterpret_cast<tgc_vec<T> *>(y)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) {
     float av = tgc_to_f(a[na == n ? i : i % na]), bv = tgc_to_f(b[nb == n ? i : i % nb]);
@@ -129,13 +106,13 @@ __global__ void k_binary_bwd_full(int op, int which, const T *__restrict__ other
   constexpr int N = tgc_vec_n<T>();
   TGC_VEC_LOOP(v, nv) {
     long long i = v * N;
-    vec_t<T> gv = reinterpret_cast<const vec_t<T> *>(gy)[v], r = reinterpret_cast<vec_t<T> *>(g)[v], ov{};
-    if (op == HOST_MUL) ov = *reinterpret_cast<const vec_t<T> *>(other + (no == n ? i : i % no));
+    tgc_vec<T> gv = reinterpret_cast<const tgc_vec<T> *>(gy)[v], r = reinterpret_cast<tgc_vec<T> *>(g)[v], ov{};
+    if (op == HOST_MUL) ov = *reinterpret_cast<const tgc_vec<T> *>(other + (no == n ? i : i % no));
     const float c = (op == HOST_SUB && which == 1) ? -1.f : 1.f;
 #pragma unroll
     for (int k = 0; k < N; k++)
       r.e[k] = tgc_from_f<T>(tgc_to_f(r.e[k]) + tgc_to_f(gv.e[k]) * (op == HOST_MUL ? tgc_to_f(ov.e[k]) : c));
-    reinterpret_cast<vec_t<T> *>(g)[v] = r;
+    reinterpret_cast<tgc_vec<T> *>(g)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) g[i] = tgc_from_f<T>(tgc_to_f(g[i]) + tgc_to_f(gy[i]) * dpart(op, which, other, no, i));
 }
@@ -167,8 +144,8 @@ static tg_status binary_bwd_one(cudaStream_t s, int op, int which, const T *othe
                                 long long ng, long long n) {
   if (ng == n) {
     constexpr int N = tgc_vec_n<T>();
-    long long nv = (op != HOST_MUL || no % N == 0) ? vec_count<T>(n, {op == HOST_MUL ? other : nullptr, gy, g}) : 0;
-    k_binary_bwd_full<T><<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, which, other, no, gy, g, nv, n);
+    long long nv = (op != HOST_MUL || no % N == 0) ? tgc_vec_count<T>(n, {op == HOST_MUL ? other : nullptr, gy, g}) : 0;
+    k_binary_bwd_full<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, which, other, no, gy, g, nv, n);
     TGC_LAUNCHED("binary_bwd_full");
     return TG_OK;
   }
@@ -200,8 +177,8 @@ template <typename T>
 static tg_status binary_fwd(cudaStream_t s, int op, const void *a, long long na, const void *b, long long nb, void *y) {
   long long n = na > nb ? na : nb;
   constexpr int N = tgc_vec_n<T>();
-  long long nv = (na % N == 0 && nb % N == 0) ? vec_count<T>(n, {a, b, y}) : 0;
-  k_binary_fwd<T><<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, (const T *)a, na, (const T *)b, nb, (T *)y, nv, n);
+  long long nv = (na % N == 0 && nb % N == 0) ? tgc_vec_count<T>(n, {a, b, y}) : 0;
+  k_binary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (const T *)a, na, (const T *)b, nb, (T *)y, nv, n);
   TGC_LAUNCHED("binary_fwd");
   return TG_OK;
 }
@@ -230,17 +207,17 @@ extern "C" tg_status cuda_binary_backward(tgc_stream s, tg_dtype dt, host_binary
 
 template <typename T>
 static tg_status unary_fwd(cudaStream_t s, int op, double al, const void *x, void *y, long long n) {
-  long long nv = vec_count<T>(n, {x, y});
-  k_unary_fwd<T><<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (T *)y, nv, n);
+  long long nv = tgc_vec_count<T>(n, {x, y});
+  k_unary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (T *)y, nv, n);
   TGC_LAUNCHED("unary_fwd");
   return TG_OK;
 }
 template <typename T>
 static tg_status unary_bwd(cudaStream_t s, int op, double al, const void *x, const void *y, const void *gy, void *gx,
                            long long n) {
-  long long nv = vec_count<T>(n, {x, op == HOST_TANH ? y : nullptr, gy, gx});
-  k_unary_bwd<T>
-      <<<vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy, (T *)gx, nv, n);
+  long long nv = tgc_vec_count<T>(n, {x, op == HOST_TANH ? y : nullptr, gy, gx});
+  k_unary_bwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy,
+                                                          (T *)gx, nv, n);
   TGC_LAUNCHED("unary_bwd");
   return TG_OK;
 }

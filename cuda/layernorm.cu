@@ -6,8 +6,6 @@
 #include "common.cuh"
 #include "layernorm.h"
 
-#include <initializer_list>
-
 // Row group = the block's x-extent: a warp (blockDim.x == 32) or the whole block (blockDim.y == 1).
 
 // mean = <x>, var = <(x - mean)^2> (two passes over the row), rstd = 1/sqrt(var + eps), y = (x - mean) rstd w + b.
@@ -170,9 +168,7 @@ __global__ void __launch_bounds__(256)
 // apply (n not a multiple of the vector, rows longer than 32 * 8 vectors, unaligned bases).
 template <typename T> static int vec_lanes(long long n, std::initializer_list<const void *> ps) {
   constexpr int N = tgc_vec_n<T>();
-  if (n % N != 0 || n > 32LL * 8 * N) return 0;
-  for (const void *p : ps)
-    if (!tgc_aligned(p, 16)) return 0;
+  if (n % N != 0 || n > 32LL * 8 * N || !tgc_vec_count<T>(n, ps)) return 0;
   long long kv = (n / N + 31) / 32;
   return kv <= 2 ? 2 : kv <= 4 ? 4 : 8;
 }

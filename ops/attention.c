@@ -122,20 +122,26 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .call = st->call};
 }
 
-/* Stages host bytes on the device for this step without draining the stream: the bytes are
- * copied into the tape's host step arena (pinned memory on a device runtime) and uploaded
- * asynchronously, like step inputs; tg_tape_reset waits for the upload before that memory is
- * reused, and the source (the relation's own data) may change or go away as soon as this returns. */
-static void *upload(tg_tape *t, const void *src, size_t bytes) {
+/* Uploads bytes that already sit in the tape's host step arena (pinned memory on a device runtime)
+ * to device scratch, asynchronously, like step inputs: tg_tape_reset waits for the upload before
+ * that memory is reused, so nothing here drains the stream. */
+static void *upload_staged(tg_tape *t, const void *h, size_t bytes) {
   void *d = tgi_scratch_d(t, bytes);
-  void *h = d ? tgi_scratch_h(t, bytes) : NULL;
-  if (!h) return NULL;
-  if (h != src) memcpy(h, src, bytes);
+  if (!d) return NULL;
   char msg[TGI_MSG_CAP];
   tg_status s = tgi_device_h2d_async(tgi_dev(t), d, h, bytes, msg);
   if (s) return tgi_fail(t, s, "staging relation data on the device: %s", msg), NULL;
   t->pending_h2d++;
   return d;
+}
+
+/* The same for caller-owned bytes (the relation's own data): copied into the step arena first, so
+ * the source may change or go away as soon as this returns. */
+static void *upload(tg_tape *t, const void *src, size_t bytes) {
+  void *h = tgi_scratch_h(t, bytes);
+  if (!h) return NULL;
+  memcpy(h, src, bytes);
+  return upload_staged(t, h, bytes);
 }
 
 /* Stages the relation's data on the device for this step: u8 mask (MASK; CSR / CONCAT densified
@@ -146,14 +152,15 @@ static bool stage(tg_tape *t, attn_state *st, bool fused) {
   if (r->kind == TG_REL_MASK || (sparse && !fused)) {
     int64_t mb = r->kind == TG_REL_MASK && r->mask_batch > 1 ? r->mask_batch : 1;
     size_t bytes = (size_t)(mb * r->nq * r->nk);
-    const uint8_t *src = r->mask;
-    if (sparse) {
+    if (sparse) { /* densified straight into the step arena */
       uint8_t *h = tgi_scratch_h(t, bytes);
       if (!h) return false;
       tgi_rel_dense_mask(r, h);
-      src = h;
+      st->d_mask = upload_staged(t, h, bytes);
+    } else {
+      st->d_mask = upload(t, r->mask, bytes);
     }
-    if (!(st->d_mask = upload(t, src, bytes))) return false;
+    if (!st->d_mask) return false;
     if (fused) {
       st->d_prep = tgi_scratch_d(t, cuda_attention_fused_mask_bytes(mb, r->nq, r->nk));
       if (!st->d_prep) return false;
@@ -167,7 +174,7 @@ static bool stage(tg_tape *t, attn_state *st, bool fused) {
     if (!h) return false;
     memcpy(h, r->cu_q, n * sizeof *h);
     memcpy(h + n, r->cu_k, n * sizeof *h);
-    const int32_t *d = upload(t, h, 2 * n * sizeof *h);
+    const int32_t *d = upload_staged(t, h, 2 * n * sizeof *h);
     if (!d) return false;
     st->d_cu_q = d, st->d_cu_k = d + n;
   }

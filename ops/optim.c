@@ -124,8 +124,22 @@ static bufs place(tg_tape *t, const item *e, int nstate) {
 }
 
 #ifdef TIGA_HAVE_CUDA
-/* Multi-tensor group of a device parameter: 0 f32, 1 bf16, 2 f16 (collect() admits no other). */
+/* Device parameters are handed to the multi-tensor kernels grouped by dtype: group d (MT_DTYPE[d])
+ * holds n[d] entries of the caller's table starting at off[d]; mt_slot hands out the next slot of
+ * a value's group. collect() admits no other device dtype. */
+static const tg_dtype MT_DTYPE[3] = {TG_F32, TG_BF16, TG_F16};
+typedef struct mt_groups {
+  size_t n[3], off[3], fill[3];
+} mt_groups;
 static int mt_group(const tgi_value *v) { return v->dtype == TG_F32 ? 0 : v->dtype == TG_BF16 ? 1 : 2; }
+static void mt_layout(const item *it, size_t n, mt_groups *g) {
+  memset(g, 0, sizeof *g);
+  for (size_t k = 0; k < n; k++)
+    if (it[k].side == TGI_ON_DEV) g->n[mt_group(it[k].v)]++;
+  g->off[1] = g->n[0], g->off[2] = g->n[0] + g->n[1];
+  memcpy(g->fill, g->off, sizeof g->fill);
+}
+static size_t mt_slot(mt_groups *g, const tgi_value *v) { return g->fill[mt_group(v)]++; }
 #endif
 
 /* Pass 1 over all items; TG_OK or a returned error with nothing updated. */
@@ -207,19 +221,14 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
   if ((s = collect(t, fn, &it, &n))) return s;
   if ((s = place_all(t, it, n, 2))) goto done;
 #ifdef TIGA_HAVE_CUDA
-  /* device parameters: gathered per dtype (f32, bf16, f16: group d starts at mtoff[d]) and
-   * updated by multi-tensor launches */
-  const tg_dtype mtdt[3] = {TG_F32, TG_BF16, TG_F16};
-  size_t nmt[3] = {0, 0, 0}, mtoff[3], fill[3];
+  /* device parameters: gathered per dtype and updated by multi-tensor launches */
+  mt_groups gr;
+  mt_layout(it, n, &gr);
   cuda_mt_tensor *mt = malloc(n * sizeof *mt);
   if (!mt) {
     s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     goto done;
   }
-  for (size_t k = 0; k < n; k++)
-    if (it[k].side == TGI_ON_DEV) nmt[mt_group(it[k].v)]++;
-  mtoff[0] = 0, mtoff[1] = nmt[0], mtoff[2] = nmt[0] + nmt[1];
-  memcpy(fill, mtoff, sizeof fill);
 #endif
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
@@ -238,7 +247,7 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
 #ifdef TIGA_HAVE_CUDA
     else {
       /* scalars folded in double on the host, as PyTorch does with its python floats */
-      mt[fill[mt_group(e->v)]++] =
+      mt[mt_slot(&gr, e->v)] =
           (cuda_mt_tensor){b.p, b.g, b.m, b.v, e->v->numel, 1 - o->lr * wd, o->lr / bc1, sqrt(bc2)};
     }
 #endif
@@ -247,10 +256,12 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
   }
 #ifdef TIGA_HAVE_CUDA
   for (int d = 0; d < 3 && !s; d++) {
-    if (!nmt[d]) continue;
-    tg_status ks = cuda_adamw_multi(TGI_STREAM(t), mtdt[d], mt + mtoff[d], (int)nmt[d], o->beta1, o->beta2, o->eps);
+    if (!gr.n[d]) continue;
+    tg_status ks =
+        cuda_adamw_multi(TGI_STREAM(t), MT_DTYPE[d], mt + gr.off[d], (int)gr.n[d], o->beta1, o->beta2, o->eps);
     if (ks)
-      s = tgi_error(t, ks, "%s: CUDA update of the %s parameters failed: %s", fn, tg_dtype_name(mtdt[d]), tgc_error());
+      s = tgi_error(t, ks, "%s: CUDA update of the %s parameters failed: %s", fn, tg_dtype_name(MT_DTYPE[d]),
+                    tgc_error());
   }
   free(mt);
 #endif
@@ -304,25 +315,20 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
 #ifdef TIGA_HAVE_CUDA
   if (any_dev) {
     char msg[TGI_MSG_CAP];
-    /* the device gradients grouped by dtype (f32, bf16, f16) for the multi-tensor kernels */
-    const tg_dtype mtdt[3] = {TG_F32, TG_BF16, TG_F16};
-    size_t nmt[3] = {0, 0, 0}, mtoff[3] = {0, 0, 0}, fill[3];
+    /* the device gradients grouped by dtype for the multi-tensor kernels */
+    mt_groups gr;
+    mt_layout(it, n, &gr);
     mt = malloc(n * sizeof *mt);
     if (!mt) {
       s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
       goto done;
     }
     for (size_t k = 0; k < n; k++)
-      if (it[k].side == TGI_ON_DEV) nmt[mt_group(it[k].v)]++;
-    mtoff[1] = nmt[0], mtoff[2] = nmt[0] + nmt[1];
-    memcpy(fill, mtoff, sizeof fill);
-    for (size_t k = 0; k < n; k++) {
-      if (it[k].side != TGI_ON_DEV) continue;
-      mt[fill[mt_group(it[k].v)]++] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0};
-    }
+      if (it[k].side == TGI_ON_DEV)
+        mt[mt_slot(&gr, it[k].v)] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0};
     int64_t parts = 0;
     for (int d = 0; d < 3; d++) {
-      int64_t b = cuda_mt_blocks(mt + mtoff[d], (int)nmt[d]);
+      int64_t b = cuda_mt_blocks(mt + gr.off[d], (int)gr.n[d]);
       if (b > parts) parts = b;
     }
     double *acc = NULL; /* acc[0]: the sum; acc[1..]: partial sums */
@@ -333,19 +339,20 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
     }
     s = tgi_device_zero(tgi_dev(t), acc, sizeof(double), msg);
     for (int d = 0; d < 3 && !s; d++) {
-      if (!nmt[d]) continue;
-      const cuda_mt_tensor *g = mt + mtoff[d];
-      s = cuda_sumsq_multi(TGI_STREAM(t), mtdt[d], g, (int)nmt[d], acc + 1, acc);
-      if (s) snprintf(msg, sizeof msg, "CUDA norm of the %s gradients failed: %s", tg_dtype_name(mtdt[d]), tgc_error());
+      if (!gr.n[d]) continue;
+      const cuda_mt_tensor *g = mt + gr.off[d];
+      s = cuda_sumsq_multi(TGI_STREAM(t), MT_DTYPE[d], g, (int)gr.n[d], acc + 1, acc);
+      if (s)
+        snprintf(msg, sizeof msg, "CUDA norm of the %s gradients failed: %s", tg_dtype_name(MT_DTYPE[d]), tgc_error());
     }
     if (!s && !total_norm && host_sum == 0 && !any_host(it, n)) {
       /* every gradient is on the device and nobody asked for the norm: decide and scale on
        * the device, no host round trip (the training loop keeps running ahead of the GPU) */
       for (int d = 0; d < 3 && !s; d++) {
-        if (!nmt[d]) continue;
-        s = cuda_clip_scale_multi(TGI_STREAM(t), mtdt[d], mt + mtoff[d], (int)nmt[d], acc, max_norm);
+        if (!gr.n[d]) continue;
+        s = cuda_clip_scale_multi(TGI_STREAM(t), MT_DTYPE[d], mt + gr.off[d], (int)gr.n[d], acc, max_norm);
         if (s)
-          snprintf(msg, sizeof msg, "CUDA clipping of the %s gradients failed: %s", tg_dtype_name(mtdt[d]),
+          snprintf(msg, sizeof msg, "CUDA clipping of the %s gradients failed: %s", tg_dtype_name(MT_DTYPE[d]),
                    tgc_error());
       }
       tgi_device_free(tgi_dev(t), acc);
