@@ -3,6 +3,8 @@
 //        cuda/attention_fused*.cu -o bench_attention -lgomp
 //   bench_attention --check [substring]   random odd-sized cases vs a float64 CPU reference
 //   bench_attention --bench [substring]   the shapes of docs/ANCHORS.md, CUDA events, medians
+//   --family N                            kernel family (cuda_attention_fused_set_family): 0 = the
+//                                         mma.sync kernels only, 1 = wgmma where it applies (default)
 // Output: one line per case (CHECK ... / RESULT impl=tiga ...), a short table last.
 #include <algorithm>
 #include <cmath>
@@ -624,6 +626,8 @@ int main(int argc, char **argv) {
       check = true;
     else if (!strcmp(argv[i], "--bench"))
       bench = true;
+    else if (!strcmp(argv[i], "--family") && i + 1 < argc)
+      cuda_attention_fused_set_family(atoi(argv[++i]));
     else
       filter = argv[i];
   }

@@ -12,6 +12,8 @@
 // is a multiple or an aligned divisor of 64, so a tile's class is the join of the summary
 // cells it covers: all empty -> skipped, all full -> no per-element mask reads.
 #define FA_MASK_GRAIN 64
+#define FA_LOG2E 1.4426950408889634f
+#define FA_LN2 0.6931471805599453f
 enum { FA_EMPTY = 0, FA_FULL = 1, FA_PARTIAL = 2 };
 
 struct FaParams {
@@ -19,6 +21,7 @@ struct FaParams {
   void *out, *dq, *dk, *dv;
   float *lse;            // forward: written; backward: read
   float *dq_acc, *delta; // backward workspace
+  int dq_swizzled;       // dq_acc in the sm_90a layout (attention_sm90.cu), not [B, Nq, Hq, D]
   tg_dtype dtype;
   int64_t B, Nq, Nk;
   int Hq, Hkv, D, Dv, group;
@@ -234,6 +237,33 @@ template <> __device__ __forceinline__ float2 fa_unpack<__nv_bfloat16>(uint32_t 
   return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162 *>(&u));
 }
 
+// acc (S^T, rows = keys j0 + 8 hh, cols = queries) -> P^T in place; MASKED applies key bounds,
+// query bounds, causality and mask bits (partial tiles only).
+template <bool MASKED, int NQT>
+__device__ __forceinline__ void fa_bwd_probs(float (&acc)[NQT][4], const float *ls, const FaParams &p, const FaSeq &s,
+                                             int i0, int j0, int t, float sl2) {
+#pragma unroll
+  for (int nt = 0; nt < NQT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int ql = nt * 8 + 2 * t + e, i = i0 + ql;
+      const float lraw = ls[ql];
+      const float lq = lraw == -INFINITY ? INFINITY : lraw * FA_LOG2E; // no keys: P = 2^(s - inf) = 0
+      uint64_t bits = ~0ull;
+      if (MASKED && p.mbits) bits = i < s.Lq && (j0 & ~7) < s.Lk ? fa_mask_row(p, s, i)[j0 >> 6] : 0ull;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        float x = fa_exp2(fmaf(acc[nt][2 * hh + e], sl2, -lq));
+        if (MASKED) {
+          const int jg = j0 + 8 * hh;
+          const bool ok = jg < s.Lk && i < s.Lq && (!p.causal || jg <= i + s.off) && ((bits >> (jg & 63)) & 1ull);
+          if (!ok) x = 0.f;
+        }
+        acc[nt][2 * hh + e] = x;
+      }
+    }
+}
+
 // Entry points between the .cu files. Each returns TG_OK or sets tgc_error.
 // dr: NULL, or the dropout state (then the dropout instantiations run; never with pruning).
 bool fa_forward_tc_has(int D, int Dv);
@@ -242,3 +272,8 @@ tg_status fa_forward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t s
 bool fa_backward_tc_has(int D, int Dv);
 tg_status fa_backward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st);
 tg_status fa_backward_generic(const FaParams &p, const FaDrop *dr, cudaStream_t st);
+// attention_sm90.cu (wgmma, sm_90a): f16 / bf16, D == Dv in {64, 128}; no dropout, no pruning.
+bool fa_sm90_has(const FaParams &p);
+void fa_sm90_set_variant(int v);
+tg_status fa_forward_sm90(const FaParams &p, cudaStream_t st);
+tg_status fa_backward_sm90(const FaParams &p, cudaStream_t st);

@@ -8,8 +8,6 @@
 
 #include "attention_fused.cuh"
 
-#define FA_LOG2E 1.4426950408889634f
-
 // ------------------------------------------------------------------ tensor-core kernel
 // BN = NW * 16 keys (warp w owns keys [16w, 16w + 16) as the M side of S^T = K Q^T), BM = 64
 // queries per step, double-buffered Q / dO / lse / delta. dS^T goes through shared memory as T
@@ -38,33 +36,6 @@ __device__ __forceinline__ void fa_bwd_gemm_t(float (&acc)[NQT][4], const T *a_s
       fa_mma<T>(acc[2 * np + 1], a, b[2], b[3]);
     }
   }
-}
-
-// acc (S^T, rows = keys j0 + 8 hh, cols = queries) -> P^T in place; MASKED applies key bounds,
-// query bounds, causality and mask bits (partial tiles only).
-template <bool MASKED, int NQT>
-__device__ __forceinline__ void fa_bwd_probs(float (&acc)[NQT][4], const float *ls, const FaParams &p, const FaSeq &s,
-                                             int i0, int j0, int t, float sl2) {
-#pragma unroll
-  for (int nt = 0; nt < NQT; ++nt)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int ql = nt * 8 + 2 * t + e, i = i0 + ql;
-      const float lraw = ls[ql];
-      const float lq = lraw == -INFINITY ? INFINITY : lraw * FA_LOG2E; // no keys: P = 2^(s - inf) = 0
-      uint64_t bits = ~0ull;
-      if (MASKED && p.mbits) bits = i < s.Lq && (j0 & ~7) < s.Lk ? fa_mask_row(p, s, i)[j0 >> 6] : 0ull;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        float x = fa_exp2(fmaf(acc[nt][2 * hh + e], sl2, -lq));
-        if (MASKED) {
-          const int jg = j0 + 8 * hh;
-          const bool ok = jg < s.Lk && i < s.Lq && (!p.causal || jg <= i + s.off) && ((bits >> (jg & 63)) & 1ull);
-          if (!ok) x = 0.f;
-        }
-        acc[nt][2 * hh + e] = x;
-      }
-    }
 }
 
 // c[D/8][.] += A B with A the warp's packed 16 x 64 fragments (k = queries) and B the 64 x D

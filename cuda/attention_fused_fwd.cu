@@ -6,8 +6,6 @@
 
 #include "attention_fused.cuh"
 
-#define FA_LN2 0.6931471805599453f
-
 // ------------------------------------------------------------------ tensor-core kernel
 // A CTA owns BM = NW * MT * 16 query rows of one head; warp w owns rows [w*MT*16, (w+1)*MT*16)
 // as MT m16 tiles. Key tiles of BN = 64 rows stream through double-buffered shared memory

@@ -945,6 +945,38 @@ Test(attention_cuda, fused_tensor_core_dropout_matches_host) {
   at_free_rels(tc, 3);
 }
 
+/* No dropout, D == Dv in {64, 128}, f16 / bf16: on a compute capability 9.0 device these run the
+ * sm_90a wgmma kernels (cuda/attention_sm90.cu), elsewhere the mma.sync ones. Odd sizes (tiles of
+ * 64 / 128 rows cut mid-way), GQA, causal both ways, a mask with a fully blocked row, varlen with a
+ * length-1 sequence. */
+Test(attention_cuda, fused_wgmma_shapes_match_host) {
+  tg_runtime_destroy(ts_cuda_runtime_or_skip());
+  odd_relations();
+  at_ctx wc[5] = {{"wg dense gqa", {.kind = TG_REL_DENSE, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 128, 128)},
+                  {"wg causal nq<nk", {.kind = TG_REL_CAUSAL, .nq = 130, .nk = 200}, DIMS(1, 130, 200, 2, 1, 64, 64)},
+                  {"wg causal nq>nk", {.kind = TG_REL_CAUSAL, .nq = 200, .nk = 70}, DIMS(1, 200, 70, 3, 3, 128, 128)},
+                  {"wg mask",
+                   {.kind = TG_REL_MASK, .nq = 37, .nk = 53, .mask_batch = 2, .mask = ODD_MASK},
+                   DIMS(2, 37, 53, 2, 1, 64, 64)},
+                  {"wg varlen causal",
+                   {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = ODD_CUQ, .cu_k = ODD_CUK, .causal = 1},
+                   DIMS(1, 37, 53, 4, 2, 128, 128)}};
+  const tg_dtype dts[2] = {TG_BF16, TG_F16};
+  for (size_t c = 0; c < 5; c++) {
+    at_ctx *x = &wc[c];
+    at_data d;
+    at_data_init(&d, x, 1900 + c, 1.0);
+    tg_gradcheck_input in[4];
+    at_gc_inputs(x, &d, in);
+    for (int i = 0; i < 2; i++) {
+      cr_log_info("CUDA_FUSED %s %s", x->name, tg_dtype_name(dts[i]));
+      ts_check_cuda_vs_host(at_fn, x, 3, in, dts[i], TG_PROVIDER_CUDA_FUSED, 3e-2);
+    }
+    at_data_free(&d);
+  }
+  at_free_rels(wc, 5);
+}
+
 /* Dropout does not combine with tile pruning (the pruned forward has no exact backward anyway). */
 Test(attention_cuda, dropout_with_pruning_is_refused) {
   tg_runtime *rt = ts_cuda_runtime_or_skip();
