@@ -171,11 +171,15 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
     wg_commit();
   };
   // mask + online softmax of sc (tile j): P in sc, returns the rescale factors of O's rows
-  auto softmax = [&](int jt, float(&alpha)[2]) {
+  // (wcls: the warpgroup's class of the tile, from wclass while S is in flight: for masks it
+  // reads tile summaries from memory)
+  auto wclass = [&](int jt) {
+    return iw >= s.Lq ? FA_EMPTY
+           : NWG == 1 ? fa_tile_class(p, s, i0, BM, jt * BN, BN)
+                      : fa_tile_class(p, s, iw, 64, jt * BN, BN);
+  };
+  auto softmax = [&](int jt, int wcls, float(&alpha)[2]) {
     const int j0 = jt * BN;
-    const int wcls = iw >= s.Lq ? FA_EMPTY
-                     : NWG == 1 ? fa_tile_class(p, s, i0, BM, j0, BN)
-                                : fa_tile_class(p, s, iw, 64, j0, BN);
     if (wcls != FA_FULL) {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
@@ -241,9 +245,10 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
     fa_cp_commit();
     wg_fence();
     issue_s(0);
+    int wc = wclass(j);
     wg_wait<0>();
     wg_regs(sc);
-    softmax(j, alpha);
+    softmax(j, wc, alpha);
     pack_p();
     if constexpr (!PIPE) {
       wg_fence();
@@ -268,15 +273,17 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
       issue_s(n);
       if constexpr (PIPE) {
         issue_pv(n - 1);
+        wc = wclass(j);
         wg_wait<1>();
       } else {
         jn = next_tile(j);
         if (jn >= 0) issue_kv(jn, n + 1);
         fa_cp_commit();
+        wc = wclass(j);
         wg_wait<0>();
       }
       wg_regs(sc);
-      softmax(j, alpha);
+      softmax(j, wc, alpha);
       wg_wait<0>();
       wg_regs(o);
 #pragma unroll
@@ -615,7 +622,7 @@ template <typename T> static tg_status fa_fwd_sm90_dim(const FaParams &p, cudaSt
   if (p.D == 64) switch (g_sm90_variant) {
     case 1: return fa_launch_fwd_sm90<T, 64, 64, 2, 2, false>(p, st);
     case 2: return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st);
-    case 3: return fa_launch_fwd_sm90<T, 64, 64, 1, 3, true>(p, st);
+    case 3: return fa_launch_fwd_sm90<T, 64, 128, 1, 2, false>(p, st);
     default:
       return p.mbits ? fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st)
                      : fa_launch_fwd_sm90<T, 64, 64, 2, 2, true>(p, st);
