@@ -65,7 +65,7 @@ tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_shape *sh, 
 /* Kernel family (tests and benchmarks; the library never calls it). 1, the default: the sm_90a
  * wgmma kernels (attention_sm90.cu) where they apply (compute capability 9.0 device, F16 / BF16,
  * D == Dv in {64, 128}, no dropout, no pruning), the mma.sync kernels elsewhere. 0: always the
- * mma.sync / CUDA-core kernels. 2, 3, 4: alternative wgmma forward tile shapes (sweeps).
+ * mma.sync / CUDA-core kernels. 2..5: alternative wgmma tile shapes (sweeps, bench/NOTES.md).
  * Process-wide; not synchronised with launches in flight on other threads. */
 void cuda_attention_fused_set_family(int family);
 

@@ -600,7 +600,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
 }
 
 // ------------------------------------------------------------------ launchers
-static int g_sm90_variant = 0; // benchmark sweeps only (cuda_attention_fused_set_sm90)
+static int g_sm90_variant = 0; // sweeps only (cuda_attention_fused_set_family)
 
 template <typename T, int D, int BN, int NWG, int MINB, bool PIPE>
 static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
