@@ -306,7 +306,7 @@ __global__ void fa_dq_finish_kernel(T *__restrict__ dq, const float *__restrict_
     dq[i] = tgc_from_f<T>(tgc_to_f(dq[i]) + scale * acc[i]);
 }
 
-// The same for the sm_90a backward's accumulator layout (fa_dq_acc_index): [B, Hq, Nq, D] planes
+// The same for the sm_90a backward's accumulator layout (attention_sm90.cu): [B, Hq, Nq, D] planes
 // with the 16-byte chunks of row i XOR-swizzled by i & 7. One thread per 4 consecutive d.
 template <typename T>
 __global__ void fa_dq_finish_sw_kernel(T *__restrict__ dq, const float *__restrict__ acc, float scale, int64_t B,

@@ -416,7 +416,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   const unsigned char *kq = sK + (wg * DQN / 64) * BN * 128 + (wg * DQN % 64) * 2;
   bool pend = false; // a dQ of the previous step is in flight (dqa, for head ph, rows pi0..)
   int ph = 0, pi0 = 0;
-  // dQ of a step -> the f32 workspace (fa_dq_acc_index: [B, Hq, Nq, D] planes, 16-byte chunks of
+  // dQ of a step -> the f32 workspace (dq_swizzled layout: [B, Hq, Nq, D] planes, 16-byte chunks of
   // row r XOR-swizzled by r & 7): the warpgroups write their columns of the 64 x D block into a
   // shared stage with the same swizzle (conflict-free), and after the next barrier thread 0 adds
   // the whole block with one bulk asynchronous reduction (cp.reduce.async.bulk .add.f32: the
