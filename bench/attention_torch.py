@@ -36,6 +36,7 @@ def cases():
             v.append(("causal" if causal else "dense", "bf16", 8, 32 if D == 64 else 16, 4096, D))
     v.append(("causal", "f16", 4, 16, 4096, 64))
     v.append(("mask50", "f16", 4, 16, 4096, 64))
+    v.append(("mask50", "f16", 4, 16, 4096, 128))
     v.append(("varlen", "f16", 1, 16, 0, 64))
     return v
 

@@ -94,6 +94,22 @@ struct DBuf {
 
 // ------------------------------------------------------------------ cases
 enum { MASK_NONE, MASK_RANDOM, MASK_BLOCKS };
+// The library's mask_coarse hint (ops/relation.h, tgi_mask_coarse), computed the same way here:
+// inside each aligned 128 x 128 block, the 64 x 64 cells are all empty or all non-empty.
+static int mask_coarse(const std::vector<uint8_t> &m, int64_t mb, int64_t Nq, int64_t Nk) {
+  const int64_t cq = (Nq + 63) / 64, ck = (Nk + 63) / 64;
+  for (int64_t b = 0; b < mb; ++b) {
+    std::vector<uint8_t> cell(cq * ck, 0);
+    for (int64_t i = 0; i < Nq; ++i)
+      for (int64_t j = 0; j < Nk; ++j)
+        cell[(i / 64) * ck + j / 64] |= m[(b * Nq + i) * Nk + j] != 0;
+    for (int64_t a = 0; a < cq; ++a)
+      for (int64_t c = 0; c < ck; ++c)
+        if (cell[a * ck + c] != cell[(a / 2 * 2) * ck + c / 2 * 2]) return 0;
+  }
+  return 1;
+}
+
 struct Case {
   std::string name;
   tg_dtype dt;
@@ -317,6 +333,7 @@ static bool run_check(const Case &c, uint64_t seed) {
     TG(cuda_attention_fused_mask_prepare(0, (const uint8_t *)dmask.p, c.mask_batch, c.Nq, c.Nk, prep.p));
     sh.mask_prep = prep.p;
     sh.mask_batch = c.mask_batch;
+    sh.mask_coarse = mask_coarse(mask, c.mask_batch, c.Nq, c.Nk);
   }
   if (c.kind == TGC_ATTN_VARLEN) {
     upload(dcq, cq.data(), cq.size() * 4);
@@ -533,17 +550,18 @@ static Row run_bench(const BenchCase &c) {
     }
     B = 1;
     N = cu.back();
-  } else if (c.kind == TGC_ATTN_MASK) { // random 128 x 128 blocks at 50% + the diagonal, per batch
+  } else if (c.kind == TGC_ATTN_MASK) { // random blocks at <name>% + the diagonal, per batch
     mask.resize((size_t)B * N * N);
-    const int nb = N / 128;
+    const int bs = strstr(c.name.c_str(), "b64") ? 64 : 128, nb = N / bs; // "mask50b64": 64 x 64 blocks
+    const double dens = atoi(c.name.c_str() + 4) / 100.0;                  // "mask50" -> 0.5
     for (int b = 0; b < B; ++b)
       for (int bi = 0; bi < nb; ++bi)
         for (int bj = 0; bj < nb; ++bj) {
           uint64_t hsh = splitmix64(((uint64_t)b * 1024 + bi) * 1024 + bj);
-          uint8_t a = bi == bj || (double)(hsh >> 11) * 0x1.0p-53 < 0.5;
-          for (int i = bi * 128; i < bi * 128 + 128; ++i)
-            memset(&mask[((size_t)b * N + i) * N + bj * 128], a, 128);
-          if (a) pairs += 128.0 * 128.0 / B;
+          uint8_t a = bi == bj || (double)(hsh >> 11) * 0x1.0p-53 < dens;
+          for (int i = bi * bs; i < bi * bs + bs; ++i)
+            memset(&mask[((size_t)b * N + i) * N + bj * bs], a, bs);
+          if (a) pairs += (double)bs * bs / B;
         }
   } else if (c.kind == TGC_ATTN_CAUSAL) {
     pairs = (double)N * N / 2; // FlashAttention's convention
@@ -571,6 +589,7 @@ static Row run_bench(const BenchCase &c) {
     TG(cuda_attention_fused_mask_prepare(0, (const uint8_t *)dmask.p, B, N, N, prep.p));
     sh.mask_prep = prep.p;
     sh.mask_batch = B;
+    sh.mask_coarse = mask_coarse(mask, B, N, N);
   }
   if (c.kind == TGC_ATTN_VARLEN) {
     upload(dcu, cu.data(), cu.size() * 4);
@@ -614,6 +633,9 @@ static std::vector<BenchCase> bench_cases() {
                    causal ? TGC_ATTN_CAUSAL : TGC_ATTN_DENSE});
   v.push_back({"causal", TG_F16, 4, 16, 4096, 64, TGC_ATTN_CAUSAL}); // flex_attention's anchor shape
   v.push_back({"mask50", TG_F16, 4, 16, 4096, 64, TGC_ATTN_MASK});
+  v.push_back({"mask100", TG_F16, 4, 16, 4096, 64, TGC_ATTN_MASK});   // the mask machinery's cost vs dense
+  v.push_back({"mask50b64", TG_F16, 4, 16, 4096, 64, TGC_ATTN_MASK}); // 64 x 64 blocks: finer than 128-row tiles
+  v.push_back({"mask50", TG_F16, 4, 16, 4096, 128, TGC_ATTN_MASK});
   v.push_back({"varlen", TG_F16, 1, 16, 0, 64, TGC_ATTN_VARLEN});
   return v;
 }

@@ -177,6 +177,7 @@ static void fa_params(const tgc_attn_shape *sh, FaParams &p) {
     p.mbits = (const uint64_t *)sh->mask_prep;
     p.msum = (const uint8_t *)sh->mask_prep + fa_bits_bytes(sh->mask_batch, sh->Nq, sh->Nk);
     p.mask_batch = (int)sh->mask_batch;
+    p.mask_coarse = sh->mask_coarse != 0;
     p.mw = fa_words(sh->Nk);
     p.mtq = (sh->Nq + 63) / 64;
     p.mtk = p.mw;

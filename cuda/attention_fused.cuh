@@ -31,7 +31,7 @@ struct FaParams {
   // MASK
   const uint64_t *mbits; // [mask_batch, Nq, mw] bit j of row i: key j allowed
   const uint8_t *msum;   // [mask_batch, mtq, mtk] FA_EMPTY / FA_FULL / FA_PARTIAL
-  int mask_batch;
+  int mask_batch, mask_coarse;
   int64_t mw, mtq, mtk;
   // VARLEN
   const int32_t *cu_q, *cu_k;

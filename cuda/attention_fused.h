@@ -27,6 +27,10 @@ typedef struct tgc_attn_shape {
   /* MASK: output of cuda_attention_fused_mask_prepare; mask_batch 1 (shared) or B */
   const void *mask_prep;
   int64_t mask_batch;
+  /* MASK, a hint (results do not depend on it): 1 when the mask's 64 x 64 cells are all empty or
+   * all non-empty inside each aligned 128 x 128 block (ops/relation.h: tgi_mask_coarse); the
+   * kernels may then use 128-row / 128-key tiles. 0: 64 x 64 tiles, every empty cell skipped. */
+  int mask_coarse;
   /* VARLEN (B == 1; Nq, Nk are the packed totals): device arrays of n_seqs + 1 offsets, the
    * longest sequence lengths, and whether each sequence is causal (bottom-right inside it). */
   const int32_t *cu_q, *cu_k;
@@ -65,7 +69,8 @@ tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_shape *sh, 
 /* Kernel family (tests and benchmarks; the library never calls it). 1, the default: the sm_90a
  * wgmma kernels (attention_sm90.cu) where they apply (compute capability 9.0 device, F16 / BF16,
  * D == Dv in {64, 128}, no dropout, no pruning), the mma.sync kernels elsewhere. 0: always the
- * mma.sync / CUDA-core kernels. 2..5: alternative wgmma tile shapes (sweeps, bench/NOTES.md).
+ * mma.sync / CUDA-core kernels. 2..8: alternative wgmma tile shapes and mask walks (sweeps,
+ * bench/NOTES.md).
  * Process-wide; not synchronised with launches in flight on other threads. */
 void cuda_attention_fused_set_family(int family);
 

@@ -91,6 +91,34 @@ __device__ __forceinline__ unsigned char *sw_base(unsigned char *raw) {
   return raw + ((1024 - (fa_smem(raw) & 1023)) & 1023);
 }
 
+// ------------------------------------------------------------------ tile walks over masks
+// A boolean mask's tile classes come from its summaries in global memory. Looked up one tile
+// after another, every skipped tile puts a dependent load on the path that issues the next
+// tile's loads. The mask kernels (MW) instead classify 32 candidate tiles at once, one per lane,
+// and keep the answer as two ballots: live (not empty for the CTA) and full (full for this
+// warp's warpgroup). Every warp computes the same ballots (the same loads, served from L1), so the
+// walk stays uniform across the CTA; one round of loads per 32 candidates instead of one per tile.
+struct Sm90Walk {
+  int base = -32;     // candidate of bit 0
+  uint32_t live = 0u; // candidates base + b not yet returned that are not empty
+  uint32_t full = 0u; // ... that are full for this warp's warpgroup
+};
+// The next live candidate (-1: none left of the n) and whether it is full for our warpgroup;
+// eval(c) -> bit 0: live, bit 1: full for our warpgroup. All 32 lanes of every warp call it.
+template <typename F> __device__ __forceinline__ int walk_next(Sm90Walk &w, int n, F &&eval, bool &wfull) {
+  while (w.live == 0u) {
+    if (w.base + 32 >= n) return -1;
+    w.base += 32;
+    const int c = w.base + (int)(threadIdx.x & 31), e = c < n ? eval(c) : 0;
+    w.live = __ballot_sync(0xffffffffu, e & 1);
+    w.full = __ballot_sync(0xffffffffu, e & 2);
+  }
+  const int b = __ffs(w.live) - 1;
+  w.live &= w.live - 1u;
+  wfull = (w.full >> b) & 1u;
+  return w.base + b;
+}
+
 // ------------------------------------------------------------------ forward
 // CTA: NWG warpgroups x 64 query rows (BM = 64 NWG) of one head; key tiles of BN rows stream
 // through shared memory (cp.async; K double-, V triple-buffered), last tile first. Warpgroup wg
@@ -107,7 +135,7 @@ template <int D, int BN, int NWG> struct Sm90Fwd {
   static constexpr size_t SMEM = (size_t)QBYTES + 5 * (size_t)KBYTES + 1024; // + alignment slack
 };
 
-template <typename T, int D, int BN, int NWG, int MINB, bool PIPE>
+template <typename T, int D, int BN, int NWG, int MINB, bool PIPE, bool MW>
 __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaParams p) {
   using C = Sm90Fwd<D, BN, NWG>;
   constexpr int BM = C::BM, THREADS = C::THREADS, NT = BN / 8, DT = D / 8, KS = D / 16, MWORDS = BN / 64;
@@ -130,20 +158,40 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
   const T *vg = (const T *)p.v + s.koff * kstr + (int64_t)hk * D;
   const float sl2 = p.scale_log2;
 
-  int j = jend > 0 ? (jend - 1) / BN : -1;
-  while (j >= 0 && fa_tile_class(p, s, i0, BM, j * BN, BN) == FA_EMPTY)
-    --j;
   // tile n of the walk: K in slot n % 2, V in slot n % 3
   auto issue_kv = [&](int jt, int n) {
     sw_load<BN, D, THREADS>(sK + (n & 1) * C::KBYTES, kg + (int64_t)jt * BN * kstr, kstr, s.Lk - jt * BN);
     sw_load<BN, D, THREADS>(sV + (n % 3) * C::KBYTES, vg + (int64_t)jt * BN * kstr, kstr, s.Lk - jt * BN);
   };
-  auto next_tile = [&](int jt) {
-    --jt;
-    while (jt >= 0 && fa_tile_class(p, s, i0, BM, jt * BN, BN) == FA_EMPTY)
-      --jt;
-    return jt;
+  // The walk: key tiles from jf down to 0, empty ones skipped. wclass: this warpgroup's class of
+  // tile jt (rows past Lq: empty).
+  auto wclass = [&](int jt) {
+    return iw >= s.Lq ? FA_EMPTY
+           : NWG == 1 ? fa_tile_class(p, s, i0, BM, jt * BN, BN)
+                      : fa_tile_class(p, s, iw, 64, jt * BN, BN);
   };
+  const int jf = jend > 0 ? (jend - 1) / BN : -1;
+  Sm90Walk walk;
+  bool wfn = false; // MW: whether the tile next_tile returned is full for this warpgroup
+  auto next_tile = [&](int jt) {
+    if constexpr (MW) {
+      const int c = walk_next(
+          walk, jf + 1,
+          [&](int c) {
+            const int jc = jf - c, cls = fa_tile_class(p, s, i0, BM, jc * BN, BN);
+            return cls == FA_EMPTY ? 0 : 1 | (wclass(jc) == FA_FULL ? 2 : 0);
+          },
+          wfn);
+      return c < 0 ? -1 : jf - c;
+    } else {
+      --jt;
+      while (jt >= 0 && fa_tile_class(p, s, i0, BM, jt * BN, BN) == FA_EMPTY)
+        --jt;
+      return jt;
+    }
+  };
+  int j = next_tile(jf + 1);
+  bool wfc = wfn; // MW: the current tile's wfn
 
   float o[D / 2], sc[BN / 2], mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
   uint32_t pa[BN / 16][4];
@@ -171,12 +219,10 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
     wg_commit();
   };
   // mask + online softmax of sc (tile j): P in sc, returns the rescale factors of O's rows
-  // (wcls: the warpgroup's class of the tile, from wclass while S is in flight: for masks it
-  // reads tile summaries from memory)
-  auto wclass = [&](int jt) {
-    return iw >= s.Lq ? FA_EMPTY
-           : NWG == 1 ? fa_tile_class(p, s, i0, BM, jt * BN, BN)
-                      : fa_tile_class(p, s, iw, 64, jt * BN, BN);
+  // (wcls: the warpgroup's class of the tile; without MW from wclass while S is in flight)
+  auto curclass = [&](int jt) {
+    if constexpr (MW) return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
+    else return wclass(jt);
   };
   auto softmax = [&](int jt, int wcls, float(&alpha)[2]) {
     const int j0 = jt * BN;
@@ -245,7 +291,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
     fa_cp_commit();
     wg_fence();
     issue_s(0);
-    int wc = wclass(j);
+    int wc = curclass(j);
     wg_wait<0>();
     wg_regs(sc);
     softmax(j, wc, alpha);
@@ -259,6 +305,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
     int n = 1;
     while (jn >= 0) {
       j = jn;
+      wfc = wfn;
       fa_cp_wait<0>();
       fence_async_smem();
       __syncthreads(); // tile n landed; S of tile n - 1 and P V of tile n - 2 are done everywhere
@@ -273,13 +320,13 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
       issue_s(n);
       if constexpr (PIPE) {
         issue_pv(n - 1);
-        wc = wclass(j);
+        wc = curclass(j);
         wg_wait<1>();
       } else {
         jn = next_tile(j);
         if (jn >= 0) issue_kv(jn, n + 1);
         fa_cp_commit();
-        wc = wclass(j);
+        wc = curclass(j);
         wg_wait<0>();
       }
       wg_regs(sc);
@@ -355,7 +402,7 @@ template <int D, int NWG> struct Sm90Bwd {
                                  2 * NQB * BM * sizeof(float) + 2 * (size_t)GBYTES + 1024;
 };
 
-template <typename T, int D, int NWG>
+template <typename T, int D, int NWG, bool MW>
 __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParams p) {
   using C = Sm90Bwd<D, NWG>;
   constexpr int BN = C::BN, BM = C::BM, THREADS = C::THREADS, KS = D / 16, NQT = BM / 8, DT = D / 8, DQN = C::DQN;
@@ -376,10 +423,34 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   const int64_t qstr = (int64_t)p.Hq * D, kstr = (int64_t)p.Hkv * D;
   const float sl2 = p.scale_log2;
 
+  // The walk: (query head gi of the group, query block qb >= qs), empty steps skipped; cls: the
+  // CTA's class of the step (without MW), wfn: whether it is full for this warpgroup (MW).
+  const int nqc = max(nqb - qs, 0);
+  Sm90Walk walk;
+  bool wfn = false;
   auto next_item = [&](int &gi, int &qb, int &cls) {
-    for (; gi < p.group; ++gi, qb = qs)
-      for (; qb < nqb; ++qb)
-        if ((cls = fa_tile_class(p, s, qb * BM, BM, n0, BN)) != FA_EMPTY) return;
+    if constexpr (MW) {
+      const int c = walk_next(
+          walk, p.group * nqc,
+          [&](int c) {
+            const int i0c = (qs + c % nqc) * BM, cc = fa_tile_class(p, s, i0c, BM, n0, BN);
+            if (cc == FA_EMPTY) return 0;
+            const bool f = nw < s.Lk && (NWG == 1 ? cc : fa_tile_class(p, s, i0c, BM, nw, 64)) == FA_FULL;
+            return f ? 3 : 1;
+          },
+          wfn);
+      if (c < 0) {
+        gi = p.group;
+      } else {
+        gi = c / nqc;
+        qb = qs + c % nqc;
+      }
+      cls = FA_PARTIAL; // unused
+    } else {
+      for (; gi < p.group; ++gi, qb = qs)
+        for (; qb < nqb; ++qb)
+          if ((cls = fa_tile_class(p, s, qb * BM, BM, n0, BN)) != FA_EMPTY) return;
+    }
   };
   auto issue_q = [&](int gi, int qb, int b) {
     const int h = hk * p.group + gi, i0 = qb * BM;
@@ -397,6 +468,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   int gi = 0, qb = qs, cls = FA_EMPTY;
   next_item(gi, qb, cls);
   if (gi >= p.group) return; // dk, dv += 0
+  bool wfc = wfn; // MW: the current step's wfn
 
   sw_load<BN, D, THREADS>(sK, (const T *)p.k + (s.koff + n0) * kstr + (int64_t)hk * D, kstr, s.Lk - n0);
   sw_load<BN, D, THREADS>(sV, (const T *)p.v + (s.koff + n0) * kstr + (int64_t)hk * D, kstr, s.Lk - n0);
@@ -481,7 +553,10 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
     // step's first products are issued, so they overlap them (D = 128 has no registers for it).
     int gin = gi, qbn = qb + 1, cn = FA_EMPTY;
     const int h = hk * p.group + gi, i0 = qb * BM;
-    auto wclass = [&]() { return nw >= s.Lk ? FA_EMPTY : NWG == 1 ? cls : fa_tile_class(p, s, i0, BM, nw, 64); };
+    auto wclass = [&]() {
+      if constexpr (MW) return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
+      else return nw >= s.Lk ? FA_EMPTY : NWG == 1 ? cls : fa_tile_class(p, s, i0, BM, nw, 64);
+    };
     int wcls = FA_EMPTY;
     if constexpr (D > 64) {
       next_item(gin, qbn, cn);
@@ -560,6 +635,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
     gi = gin;
     qb = qbn;
     cls = cn;
+    wfc = wfn;
     buf = buf + 1 == NQB ? 0 : buf + 1;
     sb ^= 1;
   }
@@ -602,10 +678,10 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
 // ------------------------------------------------------------------ launchers
 static int g_sm90_variant = 0; // sweeps only (cuda_attention_fused_set_family)
 
-template <typename T, int D, int BN, int NWG, int MINB, bool PIPE>
+template <typename T, int D, int BN, int NWG, int MINB, bool PIPE, bool MW = false>
 static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
   using C = Sm90Fwd<D, BN, NWG>;
-  auto kern = fa_fwd_sm90_kernel<T, D, BN, NWG, MINB, PIPE>;
+  auto kern = fa_fwd_sm90_kernel<T, D, BN, NWG, MINB, PIPE, MW>;
   TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_q + C::BM - 1) / C::BM), (unsigned)p.Hq, (unsigned)p.nz);
   kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
@@ -613,38 +689,59 @@ static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
   return TG_OK;
 }
 
-// Forward tile shapes <D, BN, NWG, CTAs per SM, pipelined>, chosen by the sweeps of bench/NOTES.md
-// (session 3): D = 64 pipelined with BN = 64 and two 2-warpgroup CTAs per SM; D = 128 with BN = 128
-// not pipelined (the pipelined form spills). Boolean masks, and causal D = 128 up to 1024 queries,
-// run one-warpgroup CTAs: finer query blocks balance uneven tiles better (measured). Variants
-// 1..3 (cuda_attention_fused_set_family 2..4) force the alternatives for sweeps.
+// Forward tile shapes <D, BN, NWG, CTAs per SM, pipelined, mask walk>, chosen by the sweeps of
+// bench/NOTES.md (sessions 3, 4): D = 64 pipelined with BN = 64 and two 2-warpgroup CTAs per SM;
+// D = 128 with BN = 128 not pipelined (the pipelined form spills); causal D = 128 up to 1024
+// queries in one-warpgroup CTAs (finer query blocks balance uneven tiles better). Masks walk
+// their tiles 32 at a time (Sm90Walk); D = 64 masks run 64 x 64 tiles (one-warpgroup CTAs, four
+// per SM) unless mask_coarse says no 128-row tile has an empty half. Variants 1..6
+// (cuda_attention_fused_set_family 2..7) force the alternatives for sweeps: 5 the session-3 mask
+// kernels (tile by tile lookups), 6 / 7 the coarse / fine mask shapes whatever the mask.
 template <typename T> static tg_status fa_fwd_sm90_dim(const FaParams &p, cudaStream_t st) {
-  if (p.D == 64) switch (g_sm90_variant) {
-    case 1: return fa_launch_fwd_sm90<T, 64, 64, 2, 2, false>(p, st);
-    case 2: return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st);
-    case 3: return fa_launch_fwd_sm90<T, 64, 128, 1, 2, false>(p, st);
-    default:
-      return p.mbits ? fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st)
-                     : fa_launch_fwd_sm90<T, 64, 64, 2, 2, true>(p, st);
-    }
-  switch (g_sm90_variant) {
-  case 1: return fa_launch_fwd_sm90<T, 128, 128, 2, 1, true>(p, st);
-  case 2: return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st);
-  case 3: return fa_launch_fwd_sm90<T, 128, 64, 2, 1, false>(p, st);
-  default:
-    return p.mbits || (p.causal && p.max_q <= 1024) ? fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st)
-                                                    : fa_launch_fwd_sm90<T, 128, 128, 2, 1, false>(p, st);
+  const int v = g_sm90_variant;
+  if (p.D == 64) {
+    if (v == 1) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, false>(p, st);
+    if (v == 2) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st);
+    if (v == 3) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, false>(p, st);
+    if (!p.mbits) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, true>(p, st);
+    if (v == 5) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true, false>(p, st);
+    if ((p.mask_coarse && v != 7) || v == 6) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, true, true>(p, st);
+    return fa_launch_fwd_sm90<T, 64, 64, 1, 4, true, true>(p, st);
   }
+  if (v == 1) return fa_launch_fwd_sm90<T, 128, 128, 2, 1, true>(p, st);
+  if (v == 2) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st);
+  if (v == 3) return fa_launch_fwd_sm90<T, 128, 64, 2, 1, false>(p, st);
+  if (p.mbits && v == 5) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false, false>(p, st);
+  if (p.mbits) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false, true>(p, st);
+  return p.causal && p.max_q <= 1024 ? fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st)
+                                     : fa_launch_fwd_sm90<T, 128, 128, 2, 1, false>(p, st);
 }
 
-template <typename T, int D, int NWG> static tg_status fa_launch_bwd_sm90(const FaParams &p, cudaStream_t st) {
+template <typename T, int D, int NWG, bool MW = false>
+static tg_status fa_launch_bwd_sm90(const FaParams &p, cudaStream_t st) {
   using C = Sm90Bwd<D, NWG>;
-  auto kern = fa_bwd_sm90_kernel<T, D, NWG>;
+  auto kern = fa_bwd_sm90_kernel<T, D, NWG, MW>;
   TGC_CUDA(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)C::SMEM));
   dim3 grid((unsigned)((p.max_k + C::BN - 1) / C::BN), (unsigned)p.Hkv, (unsigned)p.nz);
   kern<<<grid, C::THREADS, C::SMEM, st>>>(p);
   TGC_LAUNCHED("fa_bwd_sm90_kernel");
   return TG_OK;
+}
+
+// Short causal rows with D = 64 run one-warpgroup CTAs of 64 keys: with two warpgroups, a step
+// whose 64 x 128 tile is half empty still computes the empty half (wgmma is issued
+// unconditionally), which causal diagonals hit once per CTA (measured: bench/NOTES.md, session 3).
+// D = 64 masks likewise, unless mask_coarse says no step has an empty half; masks walk their steps
+// 32 at a time (Sm90Walk).
+template <typename T> static tg_status fa_bwd_sm90_dim(const FaParams &p, cudaStream_t st) {
+  const int v = g_sm90_variant;
+  if (p.D == 128) return fa_launch_bwd_sm90<T, 128, 2>(p, st); // with the walk's registers it spills 200 B
+  if (p.mbits) {
+    if (v == 5) return fa_launch_bwd_sm90<T, 64, 1, false>(p, st);
+    if ((p.mask_coarse && v != 7) || v == 6) return fa_launch_bwd_sm90<T, 64, 2, true>(p, st);
+    return fa_launch_bwd_sm90<T, 64, 1, true>(p, st);
+  }
+  return (p.causal && p.max_k <= 2048) || v == 4 ? fa_launch_bwd_sm90<T, 64, 1>(p, st) : fa_launch_bwd_sm90<T, 64, 2>(p, st);
 }
 
 bool fa_sm90_has(const FaParams &p) {
@@ -659,16 +756,6 @@ tg_status fa_forward_sm90(const FaParams &p, cudaStream_t st) {
 }
 
 tg_status fa_backward_sm90(const FaParams &p, cudaStream_t st) {
-  // Boolean masks and short causal rows with D = 64 run one-warpgroup CTAs of 64 keys: with two
-  // warpgroups, a step whose 64 x 128 tile is half empty still computes the empty half (wgmma is
-  // issued unconditionally), which random block masks hit on about half the steps and causal
-  // diagonals once per CTA (measured: bench/NOTES.md, session 3).
-  const bool one = p.D == 64 && (p.mbits || (p.causal && p.max_k <= 2048) || g_sm90_variant == 4);
-  if (p.dtype == TG_F16)
-    return p.D == 128 ? fa_launch_bwd_sm90<__half, 128, 2>(p, st)
-           : one      ? fa_launch_bwd_sm90<__half, 64, 1>(p, st)
-                      : fa_launch_bwd_sm90<__half, 64, 2>(p, st);
-  return p.D == 128 ? fa_launch_bwd_sm90<__nv_bfloat16, 128, 2>(p, st)
-         : one      ? fa_launch_bwd_sm90<__nv_bfloat16, 64, 1>(p, st)
-                    : fa_launch_bwd_sm90<__nv_bfloat16, 64, 2>(p, st);
+  if (p.dtype == TG_F16) return fa_bwd_sm90_dim<__half>(p, st);
+  return fa_bwd_sm90_dim<__nv_bfloat16>(p, st);
 }

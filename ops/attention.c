@@ -86,6 +86,7 @@ static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
                          .kind = kinds[r->kind],
                          .mask_prep = st->d_prep,
                          .mask_batch = r->mask_batch > 1 ? r->mask_batch : 1,
+                         .mask_coarse = r->kind == TG_REL_MASK && r->mask_coarse,
                          .cu_q = st->d_cu_q,
                          .cu_k = st->d_cu_k,
                          .n_seqs = r->n_seqs,

@@ -108,6 +108,7 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
     r->allowed += (m[i] = mask[i] != 0);
   r->mask = m;
   r->mask_batch = batch;
+  r->mask_coarse = tgi_mask_coarse(m, batch ? batch : 1, nq, nk);
   *out = r;
   return TG_OK;
 }

@@ -6,6 +6,7 @@
 
 #include "support.h"
 #include "../host/philox.h"
+#include "ops/relation.h"
 /* Relations belong to a runtime, and the harnesses (tg_gradcheck, ts_check_cuda_vs_host) create
  * their own runtimes: the callbacks read the tape's runtime to build a relation for it. */
 
@@ -949,10 +950,31 @@ Test(attention_cuda, fused_tensor_core_dropout_matches_host) {
  * sm_90a wgmma kernels (cuda/attention_sm90.cu), elsewhere the mma.sync ones. Odd sizes (tiles of
  * 64 / 128 rows cut mid-way), GQA, causal both ways, a mask with a fully blocked row, varlen with a
  * length-1 sequence. */
+/* Masks for the two D = 64 mask tile shapes of the sm_90a kernels (ops/relation.h, mask_coarse):
+ * COARSE_MASK [300, 260], each aligned 128 x 128 block empty, full or 70 % random (coarse: 128-row /
+ * 128-key tiles); FINE_MASK [2, 150, 140], 70 % random on a 64 x 64 checkerboard, the second
+ * entry's checkerboard shifted, row 70 of entry 0 empty (not coarse: 64 x 64 tiles). */
+static uint8_t COARSE_MASK[300 * 260], FINE_MASK[2 * 150 * 140];
+static void wg_masks(void) {
+  uint64_t s = 7;
+  for (int64_t i = 0; i < 300; i++)
+    for (int64_t j = 0; j < 260; j++) {
+      const int64_t blk = (i / 128) * 3 + j / 128;
+      const int state = (int)((blk * 2654435761u >> 7) % 3); /* 0 empty, 1 full, 2 random */
+      COARSE_MASK[i * 260 + j] = state == 1 || (state == 2 && ts_next(&s) % 10 < 7);
+    }
+  for (int64_t b = 0; b < 2; b++)
+    for (int64_t i = 0; i < 150; i++)
+      for (int64_t j = 0; j < 140; j++)
+        FINE_MASK[(b * 150 + i) * 140 + j] = ((i / 64 + j / 64 + b) % 2 == 0) && ts_next(&s) % 10 < 7;
+  memset(FINE_MASK + 70 * 140, 0, 140);
+}
+
 Test(attention_cuda, fused_wgmma_shapes_match_host) {
   tg_runtime_destroy(ts_cuda_runtime_or_skip());
   odd_relations();
-  at_ctx wc[5] = {{"wg dense gqa", {.kind = TG_REL_DENSE, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 128, 128)},
+  wg_masks();
+  at_ctx wc[7] = {{"wg dense gqa", {.kind = TG_REL_DENSE, .nq = 37, .nk = 53}, DIMS(2, 37, 53, 4, 2, 128, 128)},
                   {"wg causal nq<nk", {.kind = TG_REL_CAUSAL, .nq = 130, .nk = 200}, DIMS(1, 130, 200, 2, 1, 64, 64)},
                   {"wg causal nq>nk", {.kind = TG_REL_CAUSAL, .nq = 200, .nk = 70}, DIMS(1, 200, 70, 3, 3, 128, 128)},
                   {"wg mask",
@@ -960,9 +982,16 @@ Test(attention_cuda, fused_wgmma_shapes_match_host) {
                    DIMS(2, 37, 53, 2, 1, 64, 64)},
                   {"wg varlen causal",
                    {.kind = TG_REL_VARLEN, .n_seqs = 3, .cu_q = ODD_CUQ, .cu_k = ODD_CUK, .causal = 1},
-                   DIMS(1, 37, 53, 4, 2, 128, 128)}};
+                   DIMS(1, 37, 53, 4, 2, 128, 128)},
+                  {"wg mask coarse", {.kind = TG_REL_MASK, .nq = 300, .nk = 260, .mask = COARSE_MASK},
+                   DIMS(2, 300, 260, 4, 2, 64, 64)},
+                  {"wg mask fine",
+                   {.kind = TG_REL_MASK, .nq = 150, .nk = 140, .mask_batch = 2, .mask = FINE_MASK},
+                   DIMS(2, 150, 140, 4, 2, 64, 64)}};
+  cr_assert_eq(tgi_mask_coarse(COARSE_MASK, 1, 300, 260), 1, "the coarse mask takes the 128-row / 128-key tiles");
+  cr_assert_eq(tgi_mask_coarse(FINE_MASK, 2, 150, 140), 0, "the fine mask takes the 64 x 64 tiles");
   const tg_dtype dts[2] = {TG_BF16, TG_F16};
-  for (size_t c = 0; c < 5; c++) {
+  for (size_t c = 0; c < 7; c++) {
     at_ctx *x = &wc[c];
     at_data d;
     at_data_init(&d, x, 1900 + c, 1.0);
@@ -974,7 +1003,7 @@ Test(attention_cuda, fused_wgmma_shapes_match_host) {
     }
     at_data_free(&d);
   }
-  at_free_rels(wc, 5);
+  at_free_rels(wc, 7);
 }
 
 /* Dropout does not combine with tile pruning (the pruned forward has no exact backward anyway). */
