@@ -293,122 +293,6 @@ tg_status fa_backward_tc(const FaParams &p, const FaDrop *dr, cudaStream_t st) {
 // Any D, Dv <= 256, f32 math. A CTA of 128 threads owns 16 keys; thread (j, g) = (tid / 8,
 // tid % 8) holds dims g + 8c of key j (k, v, dK, dV in registers). Query rows come 16 at a time
 // through shared f32; dS goes through shared memory for dQ = dS K.
-template <typename T, int NC> __global__ void __launch_bounds__(128) fa_bwd_generic_kernel(const FaParams p) {
-  constexpr int BN = 16, QC = 16;
-  extern __shared__ float fa_gsm[];
-  const int D = p.D, Dv = p.Dv;
-  float *sQ = fa_gsm, *sdO = sQ + QC * D, *sKf = sdO + QC * Dv, *sds = sKf + BN * D, *slse = sds + QC * (BN + 1),
-        *sdel = slse + QC;
-  const int tid = threadIdx.x, jl = tid >> 3, g = tid & 7;
-  FaSeq s;
-  if (!fa_seq(p, blockIdx.z, s)) return;
-  const int nkb = (s.Lk + BN - 1) / BN;
-  if ((int)blockIdx.x >= nkb) return;
-  const int n0 = blockIdx.x * BN, jg = n0 + jl, hk = blockIdx.y;
-  const bool keyok = jg < s.Lk;
-  const float sl2 = p.scale_log2;
-  const T *kg = (const T *)p.k + s.koff * p.Hkv * (int64_t)D + (int64_t)hk * D;
-  const T *vg = (const T *)p.v + s.koff * p.Hkv * (int64_t)Dv + (int64_t)hk * Dv;
-  float kv[NC], vv[NC], dk[NC], dv[NC];
-#pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    const int d = g + 8 * c;
-    kv[c] = keyok && d < D ? tgc_to_f(kg[(int64_t)jg * p.Hkv * D + d]) : 0.f;
-    vv[c] = keyok && d < Dv ? tgc_to_f(vg[(int64_t)jg * p.Hkv * Dv + d]) : 0.f;
-    dk[c] = dv[c] = 0.f;
-  }
-  for (int x = tid; x < BN * D; x += 128) {
-    const int jj = x / D, d = x - jj * D;
-    sKf[x] = n0 + jj < s.Lk ? tgc_to_f(kg[(int64_t)(n0 + jj) * p.Hkv * D + d]) : 0.f;
-  }
-  const int qs = p.causal ? max(0, n0 - s.off) / QC : 0, nqc = (s.Lq + QC - 1) / QC;
-  bool any = false;
-  for (int gi = 0; gi < p.group; ++gi) {
-    const int h = hk * p.group + gi;
-    const T *qg = (const T *)p.q + (s.qoff * p.Hq + h) * (int64_t)D;
-    const T *dog = (const T *)p.dout + (s.qoff * p.Hq + h) * (int64_t)Dv;
-    for (int qc = qs; qc < nqc; ++qc) {
-      const int i0 = qc * QC;
-      const int cls = fa_tile_class(p, s, i0, QC, n0, BN);
-      if (cls == FA_EMPTY) continue;
-      any = true;
-      __syncthreads(); // previous chunk's readers are done
-      for (int x = tid; x < QC * D; x += 128) {
-        const int r = x / D, d = x - r * D;
-        sQ[x] = i0 + r < s.Lq ? tgc_to_f(qg[(int64_t)(i0 + r) * p.Hq * D + d]) : 0.f;
-      }
-      for (int x = tid; x < QC * Dv; x += 128) {
-        const int r = x / Dv, d = x - r * Dv;
-        sdO[x] = i0 + r < s.Lq ? tgc_to_f(dog[(int64_t)(i0 + r) * p.Hq * Dv + d]) : 0.f;
-      }
-      if (tid < QC) {
-        const int i = i0 + tid;
-        float L = INFINITY, dl = 0.f;
-        if (i < s.Lq) {
-          const int64_t x = fa_lse_index(p, s, h, i);
-          L = p.lse[x];
-          L = L == -INFINITY ? INFINITY : L * FA_LOG2E;
-          dl = p.delta[x];
-        }
-        slse[tid] = L;
-        sdel[tid] = dl;
-      }
-      __syncthreads();
-      for (int r = 0; r < QC; ++r) {
-        const int i = i0 + r;
-        float sp = 0.f, dpv = 0.f;
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          if (g + 8 * c < D) sp = fmaf(kv[c], sQ[r * D + g + 8 * c], sp);
-          if (g + 8 * c < Dv) dpv = fmaf(vv[c], sdO[r * Dv + g + 8 * c], dpv);
-        }
-#pragma unroll
-        for (int x = 1; x < 8; x <<= 1) {
-          sp += __shfl_xor_sync(0xffffffffu, sp, x);
-          dpv += __shfl_xor_sync(0xffffffffu, dpv, x);
-        }
-        float pv = exp2f(fmaf(sp, sl2, -slse[r]));
-        if (cls == FA_PARTIAL) {
-          bool ok = keyok && i < s.Lq && (!p.causal || jg <= i + s.off);
-          if (ok && p.mbits) ok = (fa_mask_row(p, s, i)[jg >> 6] >> (jg & 63)) & 1ull;
-          if (!ok) pv = 0.f;
-        }
-        const float ds = pv * (dpv - sdel[r]);
-#pragma unroll
-        for (int c = 0; c < NC; ++c) {
-          if (g + 8 * c < Dv) dv[c] = fmaf(pv, sdO[r * Dv + g + 8 * c], dv[c]);
-          if (g + 8 * c < D) dk[c] = fmaf(ds, sQ[r * D + g + 8 * c], dk[c]);
-        }
-        if (g == 0) sds[r * (BN + 1) + jl] = ds;
-      }
-      __syncthreads();
-      for (int x = tid; x < QC * D; x += 128) {
-        const int r = x / D, d = x - r * D;
-        if (i0 + r < s.Lq) {
-          float acc = 0.f;
-#pragma unroll
-          for (int j = 0; j < BN; ++j)
-            acc = fmaf(sds[r * (BN + 1) + j], sKf[j * D + d], acc);
-          atomicAdd(p.dq_acc + ((s.qoff + i0 + r) * p.Hq + h) * (int64_t)D + d, acc);
-        }
-      }
-    }
-  }
-  if (any && keyok) {
-    T *dkr = (T *)p.dk + ((s.koff + jg) * p.Hkv + hk) * (int64_t)D;
-    T *dvr = (T *)p.dv + ((s.koff + jg) * p.Hkv + hk) * (int64_t)Dv;
-#pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      const int d = g + 8 * c;
-      if (d < D) dkr[d] = tgc_from_f<T>(tgc_to_f(dkr[d]) + p.scale * dk[c]);
-      if (d < Dv) dvr[d] = tgc_from_f<T>(tgc_to_f(dvr[d]) + dv[c]);
-    }
-  }
-}
-
-// The dropout variant: the kernel above with the mask applied. Kept as a copy (instantiated with
-// DROP only) because routing the kernel above through it changed that kernel's PTX (virtual
-// register numbering), and the no-dropout kernels are meant to compile to the same code.
 template <typename T, int NC, bool DROP>
 __device__ __forceinline__ void fa_bwd_generic_body(const FaParams p, const FaDrop dr) {
   constexpr int BN = 16, QC = 16;
@@ -528,6 +412,11 @@ __device__ __forceinline__ void fa_bwd_generic_body(const FaParams p, const FaDr
   }
 }
 
+template <typename T, int NC> __global__ void __launch_bounds__(128) fa_bwd_generic_kernel(const FaParams p) {
+  fa_bwd_generic_body<T, NC, false>(p, FaDrop{});
+}
+
+// With attention dropout: P becomes P W (W = 0 or 1 / keep per pair, fa_drop_w) in dV and dS.
 template <typename T, int NC>
 __global__ void __launch_bounds__(128) fa_bwd_generic_drop_kernel(const FaParams p, const FaDrop dr) {
   fa_bwd_generic_body<T, NC, true>(p, dr);

@@ -99,10 +99,14 @@ __device__ __forceinline__ unsigned char *sw_base(unsigned char *raw) {
 // warp's warpgroup). Every warp computes the same ballots (the same loads, served from L1), so the
 // walk stays uniform across the CTA; one round of loads per 32 candidates instead of one per tile.
 struct Sm90Walk {
-  int base = -32;     // candidate of bit 0
-  uint32_t live = 0u; // candidates base + b not yet returned that are not empty
-  uint32_t full = 0u; // ... that are full for this warp's warpgroup
+  int base;      // candidate of bit 0
+  uint32_t live; // candidates base + b not yet returned that are not empty
+  uint32_t full; // ... that are full for this warp's warpgroup
 };
+__device__ __forceinline__ void walk_init(Sm90Walk &w) {
+  w.base = -32;
+  w.live = w.full = 0u;
+}
 // The next live candidate (-1: none left of the n) and whether it is full for our warpgroup;
 // eval(c) -> bit 0: live, bit 1: full for our warpgroup. All 32 lanes of every warp call it.
 template <typename F> __device__ __forceinline__ int walk_next(Sm90Walk &w, int n, F &&eval, bool &wfull) {
@@ -117,6 +121,17 @@ template <typename F> __device__ __forceinline__ int walk_next(Sm90Walk &w, int 
   w.live &= w.live - 1u;
   wfull = (w.full >> b) & 1u;
   return w.base + b;
+}
+// The same with the state in shared memory (one per warp), for a kernel with no registers to
+// spare for it (the D = 128 backward spilled 200 bytes with it in registers; in shared memory 24,
+// as without the walk). Every lane writes the same values; __syncwarp orders them between calls.
+template <typename F> __device__ __forceinline__ int walk_next_shared(Sm90Walk &ws, int n, F &&eval, bool &wfull) {
+  Sm90Walk w = ws;
+  const int r = walk_next(w, n, eval, wfull);
+  __syncwarp();
+  ws = w;
+  __syncwarp();
+  return r;
 }
 
 // ------------------------------------------------------------------ forward
@@ -172,6 +187,7 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
   };
   const int jf = jend > 0 ? (jend - 1) / BN : -1;
   Sm90Walk walk;
+  walk_init(walk);
   bool wfn = false; // MW: whether the tile next_tile returned is full for this warpgroup
   auto next_tile = [&](int jt) {
     if constexpr (MW) {
@@ -426,19 +442,27 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   // The walk: (query head gi of the group, query block qb >= qs), empty steps skipped; cls: the
   // CTA's class of the step (without MW), wfn: whether it is full for this warpgroup (MW).
   const int nqc = max(nqb - qs, 0);
-  Sm90Walk walk;
+  // the walk's state: in registers for D = 64, in shared memory for D = 128 (walk_next_shared)
+  constexpr bool WSH = MW && D > 64;
+  __shared__ Sm90Walk walks[WSH ? NWG * 4 : 1];
+  Sm90Walk wreg;
+  Sm90Walk &walk = WSH ? walks[tid >> 5] : wreg;
+  walk_init(walk);
+  if constexpr (WSH) __syncwarp();
   bool wfn = false;
   auto next_item = [&](int &gi, int &qb, int &cls) {
     if constexpr (MW) {
-      const int c = walk_next(
-          walk, p.group * nqc,
-          [&](int c) {
-            const int i0c = (qs + c % nqc) * BM, cc = fa_tile_class(p, s, i0c, BM, n0, BN);
-            if (cc == FA_EMPTY) return 0;
-            const bool f = nw < s.Lk && (NWG == 1 ? cc : fa_tile_class(p, s, i0c, BM, nw, 64)) == FA_FULL;
-            return f ? 3 : 1;
-          },
-          wfn);
+      auto eval = [&](int c) {
+        const int i0c = (qs + c % nqc) * BM, cc = fa_tile_class(p, s, i0c, BM, n0, BN);
+        if (cc == FA_EMPTY) return 0;
+        const bool f = nw < s.Lk && (NWG == 1 ? cc : fa_tile_class(p, s, i0c, BM, nw, 64)) == FA_FULL;
+        return f ? 3 : 1;
+      };
+      int c;
+      if constexpr (WSH)
+        c = walk_next_shared(walk, p.group * nqc, eval, wfn);
+      else
+        c = walk_next(walk, p.group * nqc, eval, wfn);
       if (c < 0) {
         gi = p.group;
       } else {
@@ -735,7 +759,7 @@ static tg_status fa_launch_bwd_sm90(const FaParams &p, cudaStream_t st) {
 // 32 at a time (Sm90Walk).
 template <typename T> static tg_status fa_bwd_sm90_dim(const FaParams &p, cudaStream_t st) {
   const int v = g_sm90_variant;
-  if (p.D == 128) return fa_launch_bwd_sm90<T, 128, 2>(p, st); // with the walk's registers it spills 200 B
+  if (p.D == 128) return p.mbits && v != 5 ? fa_launch_bwd_sm90<T, 128, 2, true>(p, st) : fa_launch_bwd_sm90<T, 128, 2>(p, st);
   if (p.mbits) {
     if (v == 5) return fa_launch_bwd_sm90<T, 64, 1, false>(p, st);
     if ((p.mask_coarse && v != 7) || v == 6) return fa_launch_bwd_sm90<T, 64, 2, true>(p, st);
