@@ -664,6 +664,21 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
     sb ^= 1;
   }
   wg_wait<0>();
+  // The dk, dv being accumulated into are read now, so that their latency overlaps the last dQ
+  // product and its reduction (registers allow it: the step's products are retired).
+  uint32_t odk[2][DT], odv[2][DT];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int jg = nw + wq * 16 + g + 8 * hh;
+    const int64_t off = (s.koff + jg) * kstr + (int64_t)hk * D + 2 * t;
+    const uint32_t *dkr = reinterpret_cast<const uint32_t *>((const T *)p.dk + off),
+                   *dvr = reinterpret_cast<const uint32_t *>((const T *)p.dv + off);
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt) {
+      odk[hh][dt] = jg < s.Lk ? dkr[dt * 4] : 0u;
+      odv[hh][dt] = jg < s.Lk ? dvr[dt * 4] : 0u;
+    }
+  }
   fa_cp_wait<0>();
   fence_async_smem();
   if (tid == 0) bulk_wait_read<0>();
@@ -679,9 +694,11 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   if (tid == 0) bulk_wait_read<0>();
   __syncthreads();
   issue_stage();
-  if (tid == 0) bulk_wait<0>(); // the reductions are complete before the CTA (and its shared memory) ends
+  // Before the CTA (and its shared memory) ends, the copy engine must have read the last stage;
+  // the reduction into global memory itself completes with the grid, before any later kernel.
+  if (tid == 0) bulk_wait_read<0>();
 
-    // dk += scale * dK, dv += dV
+  // dk += scale * dK, dv += dV
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int jg = nw + wq * 16 + g + 8 * hh;
@@ -691,7 +708,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
                *dvr = reinterpret_cast<uint32_t *>((T *)p.dv + off);
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
-        const float2 a = fa_unpack<T>(dkr[dt * 4]), b = fa_unpack<T>(dvr[dt * 4]);
+        const float2 a = fa_unpack<T>(odk[hh][dt]), b = fa_unpack<T>(odv[hh][dt]);
         dkr[dt * 4] = fa_pack<T>(a.x + p.scale * dk[dt * 4 + 2 * hh], a.y + p.scale * dk[dt * 4 + 2 * hh + 1]);
         dvr[dt * 4] = fa_pack<T>(b.x + dv[dt * 4 + 2 * hh], b.y + dv[dt * 4 + 2 * hh + 1]);
       }
