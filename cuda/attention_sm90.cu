@@ -664,21 +664,25 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
     sb ^= 1;
   }
   wg_wait<0>();
-  // The dk, dv being accumulated into are read now, so that their latency overlaps the last dQ
-  // product and its reduction (registers allow it: the step's products are retired).
+  // For D = 64 the dk, dv being accumulated into are read now, so that their latency overlaps
+  // the last dQ product and its reduction (the step's products are retired, registers allow it;
+  // with D = 128 the bf16 kernel spilled over a kilobyte, so it reads them as it writes).
   uint32_t odk[2][DT], odv[2][DT];
+  auto read_old = [&]() {
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int jg = nw + wq * 16 + g + 8 * hh;
-    const int64_t off = (s.koff + jg) * kstr + (int64_t)hk * D + 2 * t;
-    const uint32_t *dkr = reinterpret_cast<const uint32_t *>((const T *)p.dk + off),
-                   *dvr = reinterpret_cast<const uint32_t *>((const T *)p.dv + off);
+    for (int hh = 0; hh < 2; ++hh) {
+      const int jg = nw + wq * 16 + g + 8 * hh;
+      const int64_t off = (s.koff + jg) * kstr + (int64_t)hk * D + 2 * t;
+      const uint32_t *dkr = reinterpret_cast<const uint32_t *>((const T *)p.dk + off),
+                     *dvr = reinterpret_cast<const uint32_t *>((const T *)p.dv + off);
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      odk[hh][dt] = jg < s.Lk ? dkr[dt * 4] : 0u;
-      odv[hh][dt] = jg < s.Lk ? dvr[dt * 4] : 0u;
+      for (int dt = 0; dt < DT; ++dt) {
+        odk[hh][dt] = jg < s.Lk ? dkr[dt * 4] : 0u;
+        odv[hh][dt] = jg < s.Lk ? dvr[dt * 4] : 0u;
+      }
     }
-  }
+  };
+  if constexpr (D == 64) read_old();
   fa_cp_wait<0>();
   fence_async_smem();
   if (tid == 0) bulk_wait_read<0>();
@@ -708,7 +712,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
                *dvr = reinterpret_cast<uint32_t *>((T *)p.dv + off);
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
-        const float2 a = fa_unpack<T>(odk[hh][dt]), b = fa_unpack<T>(odv[hh][dt]);
+        const float2 a = fa_unpack<T>(D == 64 ? odk[hh][dt] : dkr[dt * 4]),
+                     b = fa_unpack<T>(D == 64 ? odv[hh][dt] : dvr[dt * 4]);
         dkr[dt * 4] = fa_pack<T>(a.x + p.scale * dk[dt * 4 + 2 * hh], a.y + p.scale * dk[dt * 4 + 2 * hh + 1]);
         dvr[dt * 4] = fa_pack<T>(b.x + dv[dt * 4 + 2 * hh], b.y + dv[dt * 4 + 2 * hh + 1]);
       }
