@@ -740,8 +740,8 @@ static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
 // D = 128 with BN = 128 not pipelined (the pipelined form spills); causal D = 128 up to 1024
 // queries in one-warpgroup CTAs (finer query blocks balance uneven tiles better). Masks walk
 // their tiles 32 at a time (Sm90Walk); D = 64 masks run 64 x 64 tiles (one-warpgroup CTAs, four
-// per SM) unless mask_coarse says no 128-row tile has an empty half. Variants 1..6
-// (cuda_attention_fused_set_family 2..7) force the alternatives for sweeps: 5 the session-3 mask
+// per SM) unless mask_coarse says no 128-row tile has an empty half. Variants 1..7
+// (cuda_attention_fused_set_family 2..8) force the alternatives for sweeps: 5 the session-3 mask
 // kernels (tile by tile lookups), 6 / 7 the coarse / fine mask shapes whatever the mask.
 template <typename T> static tg_status fa_fwd_sm90_dim(const FaParams &p, cudaStream_t st) {
   const int v = g_sm90_variant;
