@@ -553,7 +553,7 @@ static Row run_bench(const BenchCase &c) {
   } else if (c.kind == TGC_ATTN_MASK) { // random blocks at <name>% + the diagonal, per batch
     mask.resize((size_t)B * N * N);
     const int bs = strstr(c.name.c_str(), "b64") ? 64 : 128, nb = N / bs; // "mask50b64": 64 x 64 blocks
-    const double dens = atoi(c.name.c_str() + 4) / 100.0;                  // "mask50" -> 0.5
+    const double dens = atoi(c.name.c_str() + 4) / 100.0;                 // "mask50" -> 0.5
     for (int b = 0; b < B; ++b)
       for (int bi = 0; bi < nb; ++bi)
         for (int bj = 0; bj < nb; ++bj) {

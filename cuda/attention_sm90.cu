@@ -237,8 +237,10 @@ __global__ void __launch_bounds__(NWG * 128, MINB) fa_fwd_sm90_kernel(const FaPa
   // mask + online softmax of sc (tile j): P in sc, returns the rescale factors of O's rows
   // (wcls: the warpgroup's class of the tile; without MW from wclass while S is in flight)
   auto curclass = [&](int jt) {
-    if constexpr (MW) return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
-    else return wclass(jt);
+    if constexpr (MW)
+      return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
+    else
+      return wclass(jt);
   };
   auto softmax = [&](int jt, int wcls, float(&alpha)[2]) {
     const int j0 = jt * BN;
@@ -492,7 +494,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   int gi = 0, qb = qs, cls = FA_EMPTY;
   next_item(gi, qb, cls);
   if (gi >= p.group) return; // dk, dv += 0
-  bool wfc = wfn; // MW: the current step's wfn
+  bool wfc = wfn;            // MW: the current step's wfn
 
   sw_load<BN, D, THREADS>(sK, (const T *)p.k + (s.koff + n0) * kstr + (int64_t)hk * D, kstr, s.Lk - n0);
   sw_load<BN, D, THREADS>(sV, (const T *)p.v + (s.koff + n0) * kstr + (int64_t)hk * D, kstr, s.Lk - n0);
@@ -578,8 +580,10 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
     int gin = gi, qbn = qb + 1, cn = FA_EMPTY;
     const int h = hk * p.group + gi, i0 = qb * BM;
     auto wclass = [&]() {
-      if constexpr (MW) return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
-      else return nw >= s.Lk ? FA_EMPTY : NWG == 1 ? cls : fa_tile_class(p, s, i0, BM, nw, 64);
+      if constexpr (MW)
+        return wfc ? (int)FA_FULL : (int)FA_PARTIAL;
+      else
+        return nw >= s.Lk ? FA_EMPTY : NWG == 1 ? cls : fa_tile_class(p, s, i0, BM, nw, 64);
     };
     int wcls = FA_EMPTY;
     if constexpr (D > 64) {
@@ -702,7 +706,7 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
   // the reduction into global memory itself completes with the grid, before any later kernel.
   if (tid == 0) bulk_wait_read<0>();
 
-  // dk += scale * dK, dv += dV
+    // dk += scale * dK, dv += dV
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     const int jg = nw + wq * 16 + g + 8 * hh;
@@ -781,13 +785,15 @@ static tg_status fa_launch_bwd_sm90(const FaParams &p, cudaStream_t st) {
 // 32 at a time (Sm90Walk).
 template <typename T> static tg_status fa_bwd_sm90_dim(const FaParams &p, cudaStream_t st) {
   const int v = g_sm90_variant;
-  if (p.D == 128) return p.mbits && v != 5 ? fa_launch_bwd_sm90<T, 128, 2, true>(p, st) : fa_launch_bwd_sm90<T, 128, 2>(p, st);
+  if (p.D == 128)
+    return p.mbits && v != 5 ? fa_launch_bwd_sm90<T, 128, 2, true>(p, st) : fa_launch_bwd_sm90<T, 128, 2>(p, st);
   if (p.mbits) {
     if (v == 5) return fa_launch_bwd_sm90<T, 64, 1, false>(p, st);
     if ((p.mask_coarse && v != 7) || v == 6) return fa_launch_bwd_sm90<T, 64, 2, true>(p, st);
     return fa_launch_bwd_sm90<T, 64, 1, true>(p, st);
   }
-  return (p.causal && p.max_k <= 2048) || v == 4 ? fa_launch_bwd_sm90<T, 64, 1>(p, st) : fa_launch_bwd_sm90<T, 64, 2>(p, st);
+  return (p.causal && p.max_k <= 2048) || v == 4 ? fa_launch_bwd_sm90<T, 64, 1>(p, st)
+                                                 : fa_launch_bwd_sm90<T, 64, 2>(p, st);
 }
 
 bool fa_sm90_has(const FaParams &p) {

@@ -213,7 +213,7 @@ Test(relation, mask_coarse_hint) {
   cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 0, "cell (2, 1) non-empty, (2, 0) empty");
   for (int i = 0; i < NQ; i++)
     for (int j = 0; j < NK; j++) {
-      m[i * NK + j] = (i / 128 + j / 128) % 2 == 0;          /* entry 0: blocks */
+      m[i * NK + j] = (i / 128 + j / 128) % 2 == 0;      /* entry 0: blocks */
       m[(NQ + i) * NK + j] = (i / 64 + j / 64) % 2 == 0; /* entry 1: 64 x 64 checkerboard */
     }
   cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 1, "entry 0 alone");
