@@ -94,7 +94,7 @@ struct DBuf {
 
 // ------------------------------------------------------------------ cases
 enum { MASK_NONE, MASK_RANDOM, MASK_BLOCKS };
-// The library's mask_coarse hint (ops/relation.h, tgi_mask_coarse), computed the same way here:
+// The library's mask_coarse hint (ops/relation.h; tg_relation_mask computes it), computed the same way here:
 // inside each aligned 128 x 128 block, the 64 x 64 cells are all empty or all non-empty.
 static int mask_coarse(const std::vector<uint8_t> &m, int64_t mb, int64_t Nq, int64_t Nk) {
   const int64_t cq = (Nq + 63) / 64, ck = (Nk + 63) / 64;

@@ -28,7 +28,7 @@ typedef struct tgc_attn_shape {
   const void *mask_prep;
   int64_t mask_batch;
   /* MASK, a hint (results do not depend on it): 1 when the mask's 64 x 64 cells are all empty or
-   * all non-empty inside each aligned 128 x 128 block (ops/relation.h: tgi_mask_coarse); the
+   * all non-empty inside each aligned 128 x 128 block (tg_relation_mask records it: ops/relation.h); the
    * kernels may then use 128-row / 128-key tiles. 0: 64 x 64 tiles, every empty cell skipped. */
   int mask_coarse;
   /* VARLEN (B == 1; Nq, Nk are the packed totals): device arrays of n_seqs + 1 offsets, the

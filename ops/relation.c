@@ -81,6 +81,31 @@ tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation
   return simple(rt, "tg_relation_causal", TG_REL_CAUSAL, nq, nk, out);
 }
 
+/* r->mask_coarse of a u8 mask [nb, nq, nk] (relation.h). */
+static int mask_coarse(const uint8_t *m, int64_t nb, int64_t nq, int64_t nk) {
+  const int64_t cq = (nq + 63) / 64, ck = (nk + 63) / 64;
+  uint8_t *cell = malloc((size_t)(cq * ck));
+  if (!cell) return 0;
+  int ok = 1;
+  for (int64_t b = 0; b < nb && ok; b++) {
+    memset(cell, 0, (size_t)(cq * ck));
+    for (int64_t i = 0; i < nq; i++) {
+      const uint8_t *row = m + (b * nq + i) * nk;
+      uint8_t *crow = cell + (i >> 6) * ck;
+      for (int64_t j = 0; j < nk; j++)
+        crow[j >> 6] |= row[j] != 0;
+    }
+    for (int64_t a = 0; a < cq && ok; a++)
+      for (int64_t c = 0; c < ck; c++)
+        if (cell[a * ck + c] != cell[(a & ~(int64_t)1) * ck + (c & ~(int64_t)1)]) {
+          ok = 0;
+          break;
+        }
+  }
+  free(cell);
+  return ok;
+}
+
 tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
                            tg_relation **out) {
   const char *fn = "tg_relation_mask";
@@ -108,7 +133,7 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
     r->allowed += (m[i] = mask[i] != 0);
   r->mask = m;
   r->mask_batch = batch;
-  r->mask_coarse = tgi_mask_coarse(m, batch ? batch : 1, nq, nk);
+  r->mask_coarse = mask_coarse(m, batch ? batch : 1, nq, nk);
   *out = r;
   return TG_OK;
 }

@@ -7,9 +7,6 @@
  * only to refuse use on a tape of another runtime. */
 #ifndef TIGA_OPS_RELATION_H
 #define TIGA_OPS_RELATION_H
-#include <stdlib.h>
-#include <string.h>
-
 #include "../host/attention.h"
 #include "../tape/internal.h"
 
@@ -21,7 +18,12 @@ struct tg_relation {
   /* MASK: (mask_batch ? mask_batch : 1) * nq * nk bytes, 0 / 1 */
   int64_t mask_batch;
   uint8_t *mask;
-  int mask_coarse; /* tgi_mask_coarse(mask): a hint for the fused kernels' tile shapes */
+  /* 1 when, in every batch entry, the 64 x 64 cells of the mask (rows and columns from 0 in steps
+   * of 64; the last ones may be cut short) inside each aligned 128 x 128 block are all empty or
+   * all non-empty, else 0 (also when out of memory). A hint for the fused kernels: they then run
+   * 128-query / 128-key tiles, which never compute an empty half; otherwise 64 x 64 tiles, so
+   * that every empty cell is skipped. Results do not depend on it. */
+  int mask_coarse;
   /* VARLEN */
   int n_seqs, causal;
   int32_t *cu_q, *cu_k;
@@ -45,33 +47,4 @@ const char *tgi_rel_kind_name(tg_relation_kind k);
 
 /* Dense u8 mask [nq, nk] of a CSR / CONCAT relation, written into dst (nq * nk bytes). */
 void tgi_rel_dense_mask(const tg_relation *r, uint8_t *dst);
-
-/* 1 when, in every batch entry of the u8 mask [nb, nq, nk], the 64 x 64 cells (rows and columns
- * from 0 in steps of 64; the last ones may be cut short) inside each aligned 128 x 128 block are
- * all empty or all non-empty, else 0 (also when out of memory). The fused kernels then run
- * 128-query / 128-key tiles, which never compute an empty half; otherwise they keep 64 x 64 tiles
- * so that every empty cell is skipped. Results do not depend on it. */
-static inline int tgi_mask_coarse(const uint8_t *m, int64_t nb, int64_t nq, int64_t nk) {
-  const int64_t cq = (nq + 63) / 64, ck = (nk + 63) / 64;
-  uint8_t *cell = (uint8_t *)malloc((size_t)(cq * ck));
-  if (!cell) return 0;
-  int ok = 1;
-  for (int64_t b = 0; b < nb && ok; b++) {
-    memset(cell, 0, (size_t)(cq * ck));
-    for (int64_t i = 0; i < nq; i++) {
-      const uint8_t *row = m + (b * nq + i) * nk;
-      uint8_t *crow = cell + (i >> 6) * ck;
-      for (int64_t j = 0; j < nk; j++)
-        crow[j >> 6] |= row[j] != 0;
-    }
-    for (int64_t a = 0; a < cq && ok; a++)
-      for (int64_t c = 0; c < ck; c++)
-        if (cell[a * ck + c] != cell[(a & ~(int64_t)1) * ck + (c & ~(int64_t)1)]) {
-          ok = 0;
-          break;
-        }
-  }
-  free(cell);
-  return ok;
-}
 #endif

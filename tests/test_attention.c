@@ -970,6 +970,20 @@ static void wg_masks(void) {
   memset(FINE_MASK + 70 * 140, 0, 140);
 }
 
+/* The two masks take the two shapes (checked without a GPU: the hint is host data). */
+Test(attention_cuda, wgmma_masks_are_coarse_and_fine) {
+  wg_masks();
+  tg_runtime *rt = ts_host_runtime();
+  tg_relation *c = NULL, *f = NULL;
+  cr_assert_eq(tg_relation_mask(rt, 0, 300, 260, COARSE_MASK, &c), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 2, 150, 140, FINE_MASK, &f), TG_OK);
+  cr_expect_eq(c->mask_coarse, 1, "the coarse mask takes the 128-row / 128-key tiles");
+  cr_expect_eq(f->mask_coarse, 0, "the fine mask takes the 64 x 64 tiles");
+  tg_relation_destroy(c);
+  tg_relation_destroy(f);
+  tg_runtime_destroy(rt);
+}
+
 Test(attention_cuda, fused_wgmma_shapes_match_host) {
   tg_runtime_destroy(ts_cuda_runtime_or_skip());
   odd_relations();
@@ -989,8 +1003,6 @@ Test(attention_cuda, fused_wgmma_shapes_match_host) {
                   {"wg mask fine",
                    {.kind = TG_REL_MASK, .nq = 150, .nk = 140, .mask_batch = 2, .mask = FINE_MASK},
                    DIMS(2, 150, 140, 4, 2, 64, 64)}};
-  cr_assert_eq(tgi_mask_coarse(COARSE_MASK, 1, 300, 260), 1, "the coarse mask takes the 128-row / 128-key tiles");
-  cr_assert_eq(tgi_mask_coarse(FINE_MASK, 2, 150, 140), 0, "the fine mask takes the 64 x 64 tiles");
   const tg_dtype dts[2] = {TG_BF16, TG_F16};
   for (size_t c = 0; c < 7; c++) {
     at_ctx *x = &wc[c];

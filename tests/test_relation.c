@@ -190,41 +190,43 @@ Test(relation, errors_concat_parts) {
   tg_runtime_destroy(other);
 }
 
-/* The fused kernels' tile-shape hint (ops/relation.h): inside every aligned 128 x 128 block the
- * 64 x 64 cells are all empty or all non-empty. Masks of 150 x 140 (cut cells at both edges). */
+/* The fused kernels' tile-shape hint that tg_relation_mask records (ops/relation.h, mask_coarse):
+ * inside every aligned 128 x 128 block the 64 x 64 cells are all empty or all non-empty. Masks of
+ * 150 x 140 (cut cells at both edges). */
+static int coarse_of(tg_runtime *rt, int64_t batch, const uint8_t *m, int64_t nq, int64_t nk) {
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_mask(rt, batch, nq, nk, m, &r), TG_OK, "%s", tg_runtime_error(rt));
+  const int c = r->mask_coarse;
+  tg_relation_destroy(r);
+  return c;
+}
+
 Test(relation, mask_coarse_hint) {
   enum { NQ = 150, NK = 140 };
   static uint8_t m[2 * NQ * NK];
+  tg_runtime *rt = ts_host_runtime();
   memset(m, 1, sizeof m);
-  cr_expect_eq(tgi_mask_coarse(m, 2, NQ, NK), 1, "all allowed");
+  cr_expect_eq(coarse_of(rt, 2, m, NQ, NK), 1, "all allowed");
   memset(m, 0, sizeof m);
-  cr_expect_eq(tgi_mask_coarse(m, 2, NQ, NK), 1, "all blocked");
+  cr_expect_eq(coarse_of(rt, 2, m, NQ, NK), 1, "all blocked");
   for (int i = 0; i < NQ; i++)
     for (int j = 0; j < NK; j++)
       m[i * NK + j] = (i / 128 + j / 128) % 2 == 0 && (i * 7 + j) % 3 != 0;
-  cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 1, "128 x 128 blocks, partial inside");
+  cr_expect_eq(coarse_of(rt, 0, m, NQ, NK), 1, "128 x 128 blocks, partial inside");
   memset(m, 0, sizeof m);
   m[70 * NK + 10] = 1; /* cell (1, 0) non-empty, cell (0, 0) of the same block empty */
-  cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 0, "one pair in a 128 x 128 block's second cell row");
+  cr_expect_eq(coarse_of(rt, 0, m, NQ, NK), 0, "one pair in a 128 x 128 block's second cell row");
   memset(m, 0, sizeof m);
   m[140 * NK + 130] = 1; /* cell (2, 2): alone in its block (cells 3 do not exist) */
-  cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 1, "a cut cell alone in its block");
+  cr_expect_eq(coarse_of(rt, 0, m, NQ, NK), 1, "a cut cell alone in its block");
   m[140 * NK + 120] = 1; /* cell (2, 1), whose block's first cell (2, 0) is empty */
-  cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 0, "cell (2, 1) non-empty, (2, 0) empty");
+  cr_expect_eq(coarse_of(rt, 0, m, NQ, NK), 0, "cell (2, 1) non-empty, (2, 0) empty");
   for (int i = 0; i < NQ; i++)
     for (int j = 0; j < NK; j++) {
       m[i * NK + j] = (i / 128 + j / 128) % 2 == 0;      /* entry 0: blocks */
       m[(NQ + i) * NK + j] = (i / 64 + j / 64) % 2 == 0; /* entry 1: 64 x 64 checkerboard */
     }
-  cr_expect_eq(tgi_mask_coarse(m, 1, NQ, NK), 1, "entry 0 alone");
-  cr_expect_eq(tgi_mask_coarse(m, 2, NQ, NK), 0, "entry 1 is not coarse");
-  tg_runtime *rt = ts_host_runtime();
-  tg_relation *a = NULL, *b = NULL;
-  cr_assert_eq(tg_relation_mask(rt, 0, NQ, NK, m, &a), TG_OK);
-  cr_assert_eq(tg_relation_mask(rt, 2, NQ, NK, m, &b), TG_OK);
-  cr_expect_eq(a->mask_coarse, 1, "tg_relation_mask records the hint (shared mask)");
-  cr_expect_eq(b->mask_coarse, 0, "tg_relation_mask records the hint (per-batch mask)");
-  tg_relation_destroy(a);
-  tg_relation_destroy(b);
+  cr_expect_eq(coarse_of(rt, 0, m, NQ, NK), 1, "entry 0 alone (shared mask)");
+  cr_expect_eq(coarse_of(rt, 2, m, NQ, NK), 0, "entry 1 is not coarse (per-batch mask)");
   tg_runtime_destroy(rt);
 }
