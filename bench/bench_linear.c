@@ -81,7 +81,8 @@ static tg_id param(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, doub
     for (int64_t i = 0; i < n; i++)
       h[i] = dt == TG_BF16 ? to_bf16(f[i]) : to_f16(f[i]);
   tg_id id = TG_NO_ID;
-  if (tg_tape_parameter(t, dt, ndim, shape, h ? (const void *)h : (const void *)f, 0, &id))
+  if (tg_tape_parameter(t, dt, ndim, shape, h ? (const void *)h : (const void *)f, (size_t)n * tg_dtype_size(dt), 0,
+                        &id))
     die("tg_tape_parameter", tg_tape_error(t));
   free(f);
   free(h);

@@ -55,7 +55,7 @@ static void run(tg_runtime *rt, tg_provider prov, int iters, int repeats) {
   float data[4] = {0.1f, 0.2f, 0.3f, 0.4f};
   int64_t shape[1] = {4};
   tg_id x = TG_NO_ID;
-  if (tg_tape_parameter(t, TG_F32, 1, shape, data, 0, &x)) die("tg_tape_parameter", tg_tape_error(t));
+  if (tg_tape_parameter(t, TG_F32, 1, shape, data, sizeof data, 0, &x)) die("tg_tape_parameter", tg_tape_error(t));
   double *fwd = malloc((size_t)repeats * sizeof *fwd), *stp = malloc((size_t)repeats * sizeof *stp);
   for (int i = 0; i < 3; i++) { /* warm-up: arena chunks, node array, device pool */
     if (tg_tape_backward(t, forward(t, x))) die("tg_tape_backward", tg_tape_error(t));

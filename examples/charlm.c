@@ -163,11 +163,13 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
   const double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->layers);
   uint64_t k = 0; /* every parameter draws from its own Philox key */
   tg_status s = TG_OK;
-#define PARAM(id, r, c, kind, a, b, flags)                                                                             \
+#define PARAM(id, r, c, kind_, a_, b_, flags)                                                                          \
   do {                                                                                                                 \
     int64_t shp_[2] = {(r), (c)}, cols_ = (c);                                                                         \
     int nd_ = cols_ != 0 ? 2 : 1;                                                                                      \
-    tg_init in_ = {(kind), (a), (b), splitmix64(seed ^ (++k * 0x9e3779b97f4a7c15ull))};                                \
+    tg_init_options in_;                                                                                               \
+    tg_init_options_init(&in_);                                                                                        \
+    in_.kind = (kind_), in_.a = (a_), in_.b = (b_), in_.seed = splitmix64(seed ^ (++k * 0x9e3779b97f4a7c15ull));       \
     if (!s) s = tg_tape_parameter_init(m->tape, TG_F32, nd_, shp_, &in_, (flags), &(id));                              \
     if (!s) m->n_params += shp_[0] * (cols_ != 0 ? cols_ : 1);                                                         \
   } while (0)
@@ -222,30 +224,31 @@ tg_id charlm_logits(charlm_model *m, tg_id x, int64_t B, int64_t T, int train) {
     for (int64_t i = 0; i < T; i++)
       ids[i] = (int32_t)i;
     tg_id pid = TG_NO_ID;
-    tg_tape_input(t, TG_I32, 1, &T, ids, 0, &pid);
+    tg_tape_input(t, TG_I32, 1, &T, ids, (size_t)T * sizeof *ids, 0, &pid);
     free(ids);
     pos = tg_embedding(t, m->wpe, pid);
   }
   tg_id h = drop(m, tg_add(t, tg_embedding(t, m->wte, x), pos), train);
 
-  tg_mha_options mo = {0};
-  mo.heads_q = c->heads;
-  mo.causal = 1; /* a causal relation is plain data inside the node: nothing to build per step */
+  tg_mha_options mo;
+  tg_mha_options_init(&mo);
+  mo.heads_q = mo.heads_kv = c->heads;
+  mo.causal = 1; /* a causal relation needs no device form: nothing is uploaded per step */
   mo.attention_provider = c->attention;
-  mo.attention_dropout_keep = train && c->attn_dropout > 0 ? 1.0 - c->attn_dropout : 0;
+  mo.attention_dropout_keep = train && c->attn_dropout > 0 ? 1.0 - c->attn_dropout : 1;
   for (int l = 0; l < c->layers; l++) {
     const charlm_block *b = &m->blocks[l];
     tg_id a = lowp(m, tg_layernorm(t, h, b->ln1_w, b->ln1_b, eps));
     a = tg_mha(t, a, lowp(m, b->wq), lowp(m, b->wk), lowp(m, b->wv), lowp(m, b->wo), &mo);
     h = tg_add(t, h, drop(m, fullp(m, a), train));
     tg_id f = lowp(m, tg_layernorm(t, h, b->ln2_w, b->ln2_b, eps));
-    f = tg_gelu(t, tg_linear(t, f, lowp(m, b->fc), TG_NO_ID));
-    f = tg_linear(t, f, lowp(m, b->proj), TG_NO_ID);
+    f = tg_gelu(t, tg_linear(t, f, lowp(m, b->fc), TG_ABSENT));
+    f = tg_linear(t, f, lowp(m, b->proj), TG_ABSENT);
     h = tg_add(t, h, drop(m, fullp(m, f), train));
   }
   h = lowp(m, tg_layernorm(t, h, m->lnf_w, m->lnf_b, eps));
   /* tied head: logits = h wte^T (nanoGPT shares wte with lm_head) */
-  return fullp(m, tg_linear(t, h, tg_transpose(t, lowp(m, m->wte), 0, 1), TG_NO_ID));
+  return fullp(m, tg_linear(t, h, tg_transpose(t, lowp(m, m->wte), 0, 1), TG_ABSENT));
 }
 
 /* Per-step seed for the dropout masks, so a resumed run draws the same masks. */
@@ -256,7 +259,9 @@ static uint64_t step_seed(uint64_t seed, int64_t step) {
 static int batch_inputs(charlm_model *m, const int32_t *x, const int32_t *y, int64_t B, int64_t T, tg_id *xi, tg_id *yi,
                         char *err) {
   int64_t shp[2] = {B, T};
-  if (tg_tape_input(m->tape, TG_I32, 2, shp, x, 0, xi) || tg_tape_input(m->tape, TG_I32, 2, shp, y, 0, yi))
+  size_t bytes = (size_t)(B * T) * sizeof(int32_t);
+  if (tg_tape_input(m->tape, TG_I32, 2, shp, x, bytes, 0, xi) ||
+      tg_tape_input(m->tape, TG_I32, 2, shp, y, bytes, 0, yi))
     return tape_fail(m, err, "tg_tape_input");
   return 0;
 }
@@ -274,7 +279,7 @@ int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64
   if (tg_tape_status(t)) return tape_fail(m, err, "forward");
   if (tg_tape_backward(t, l)) return tape_fail(m, err, "tg_tape_backward");
   if (o->clip > 0 && tg_clip_grad_norm(t, o->clip, NULL)) return tape_fail(m, err, "tg_clip_grad_norm");
-  tg_adamw_options ao = {lr, o->beta1, o->beta2, o->eps, o->weight_decay};
+  tg_adamw_options ao = {sizeof ao, lr, o->beta1, o->beta2, o->eps, o->weight_decay};
   if (tg_adamw_step(t, &ao)) return tape_fail(m, err, "tg_adamw_step");
   *loss = l;
   return 0;
@@ -368,7 +373,7 @@ int charlm_sample(charlm_model *m, const charlm_data *d, const int32_t *prompt, 
   for (int i = 0; i < n && !rc; i++) {
     int64_t T = len < C ? len : C, shp[2] = {1, T};
     tg_id xi;
-    if (tg_tape_reset(t) || tg_tape_input(t, TG_I32, 2, shp, seq + len - T, 0, &xi)) {
+    if (tg_tape_reset(t) || tg_tape_input(t, TG_I32, 2, shp, seq + len - T, (size_t)T * sizeof *seq, 0, &xi)) {
       rc = tape_fail(m, err, "sampling");
       break;
     }

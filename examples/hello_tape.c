@@ -13,8 +13,8 @@ int main(void) {
   int64_t shape[1] = {4};
   double xs[4] = {-1, 2, -3, 4}, ws[4] = {0.5, 0.5, 0.5, 0.5};
   tg_id x, w;
-  tg_tape_input(t, TG_F64, 1, shape, xs, 0, &x);
-  tg_tape_parameter(t, TG_F64, 1, shape, ws, 0, &w);
+  tg_tape_input(t, TG_F64, 1, shape, xs, sizeof xs, 0, &x);
+  tg_tape_parameter(t, TG_F64, 1, shape, ws, sizeof ws, 0, &w);
   tg_id y = tg_sum(t, tg_mul(t, tg_relu(t, x), w));
   if (tg_tape_status(t) || tg_tape_backward(t, y)) {
     fprintf(stderr, "error: %s\n", tg_tape_error(t));

@@ -11,53 +11,6 @@ static inline double ld(tg_dtype dt, const void *p, int64_t i) {
   return dt == TG_F32 ? (double)((const float *)p)[i] : ((const double *)p)[i];
 }
 
-/* Largest s with cu[s] <= i (cu strictly increasing from 0, i < cu[n]). */
-static int seq_of(const int32_t *cu, int n, int64_t i) {
-  int lo = 0, hi = n - 1;
-  while (lo < hi) {
-    int mid = (lo + hi + 1) / 2;
-    if (cu[mid] <= i)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-/* Keys 0 .. last (inclusive, clipped to [0, n)) as a contiguous run starting at first. */
-static int64_t run_keys(int64_t first, int64_t count, int64_t last, int32_t *keys) {
-  int64_t c = last + 1 < count ? last + 1 : count;
-  for (int64_t j = 0; j < c; j++)
-    keys[j] = (int32_t)(first + j);
-  return c > 0 ? c : 0;
-}
-
-int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys) {
-  switch (r->kind) {
-  case HOST_REL_DENSE: return run_keys(0, r->nk, r->nk - 1, keys);
-  case HOST_REL_CAUSAL: return run_keys(0, r->nk, i + r->nk - r->nq, keys); /* j <= i + nk - nq */
-  case HOST_REL_MASK: {
-    const uint8_t *m = r->mask + ((r->mask_batch > 1 ? b : 0) * r->nq + i) * r->nk;
-    int64_t c = 0;
-    for (int64_t j = 0; j < r->nk; j++)
-      if (m[j]) keys[c++] = (int32_t)j;
-    return c;
-  }
-  case HOST_REL_VARLEN: {
-    int s = seq_of(r->cu_q, r->n_seqs, i);
-    int64_t lq = r->cu_q[s + 1] - r->cu_q[s], lk = r->cu_k[s + 1] - r->cu_k[s];
-    int64_t last = r->causal ? (i - r->cu_q[s]) + lk - lq : lk - 1; /* bottom-right inside the sequence */
-    return run_keys(r->cu_k[s], lk, last, keys);
-  }
-  case HOST_REL_CSR: {
-    int64_t c = r->row_ptr[i + 1] - r->row_ptr[i];
-    memcpy(keys, r->col_idx + r->row_ptr[i], (size_t)c * sizeof *keys);
-    return c;
-  }
-  }
-  return 0;
-}
-
 /* Offsets of row (b, i, head) in the [B, N, H, W] layouts. */
 #define QOFF(sh, b, i, h) ((((b) * (sh)->Nq + (i)) * (sh)->Hq + (h)) * (sh)->D)
 #define KOFF(sh, b, j, g) ((((b) * (sh)->Nk + (j)) * (sh)->Hkv + (g)) * (sh)->D)
@@ -77,7 +30,7 @@ static double dot(tg_dtype dt, const void *a, int64_t ia, const void *b, int64_t
   return s;
 }
 
-tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_rel *rel, const void *q,
                                  const void *k, const void *v, void *out, double *lse) {
   int32_t *keys = malloc((size_t)sh->Nk * sizeof *keys);
   double *s = malloc((size_t)sh->Nk * sizeof *s), *acc = malloc((size_t)sh->Dv * sizeof *acc);
@@ -130,7 +83,7 @@ static void add_into(tg_dtype dt, void *g, const double *acc, int64_t n) {
   }
 }
 
-tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_rel *rel, const void *q,
                                   const void *k, const void *v, const void *dout, const double *lse, void *dq, void *dk,
                                   void *dv) {
   int64_t nq_el = sh->B * sh->Nq * sh->Hq * sh->D, nk_el = sh->B * sh->Nk * sh->Hkv * sh->D,

@@ -18,20 +18,7 @@
 #define TIGA_HOST_ATTENTION_H
 #include "tiga.h"
 #include "philox.h"
-
-typedef enum { HOST_REL_DENSE = 0, HOST_REL_CAUSAL, HOST_REL_MASK, HOST_REL_VARLEN, HOST_REL_CSR } host_rel_kind;
-
-/* Plain view of a relation (the arrays belong to the caller). */
-typedef struct host_attn_rel {
-  host_rel_kind kind;
-  int64_t nq, nk;
-  const uint8_t *mask;        /* MASK: [mask_batch or 1, nq, nk], nonzero = allowed */
-  int64_t mask_batch;         /* 0 or 1: shared by every batch entry; else one mask per entry */
-  const int32_t *cu_q, *cu_k; /* VARLEN: n_seqs + 1 offsets each */
-  int n_seqs, causal;
-  const int64_t *row_ptr; /* CSR: nq + 1 */
-  const int32_t *col_idx;
-} host_attn_rel;
+#include "relation.h"
 
 typedef struct host_attn_shape {
   int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
@@ -49,15 +36,11 @@ static inline int host_attn_kept(const host_attn_shape *sh, int64_t b, int64_t h
   return w[tg_attn_drop_word(R, (uint64_t)j)] < tg_keep_threshold(sh->keep);
 }
 
-/* Writes the keys allowed for query i of batch entry b into keys (ascending, capacity nk) and
- * returns how many there are. */
-int64_t host_rel_row(const host_attn_rel *r, int64_t b, int64_t i, int32_t *keys);
-
 /* out (dt) and lse (double, [B,Hq,Nq]). TG_ERR_OUT_OF_MEMORY if scratch cannot be allocated. */
-tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+tg_status host_attention_forward(tg_dtype dt, const host_attn_shape *sh, const host_rel *rel, const void *q,
                                  const void *k, const void *v, void *out, double *lse);
 /* Accumulates into dq, dk, dv (dt); any of them may be NULL (not wanted). */
-tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_attn_rel *rel, const void *q,
+tg_status host_attention_backward(tg_dtype dt, const host_attn_shape *sh, const host_rel *rel, const void *q,
                                   const void *k, const void *v, const void *dout, const double *lse, void *dq, void *dk,
                                   void *dv);
 #endif

@@ -28,9 +28,40 @@
  * owned by the caller and released with their destroy function. Strings returned by the
  * library are owned by the library and valid until the next call on the same handle.
  *
- * Threads. A runtime and every tape created from it must be used by one thread at a time
- * (the caller serialises); different runtimes are independent. tg_last_error() is
- * thread-local.
+ * Lifetimes (safe for a garbage-collected host that finalizes in any order). Handles are
+ * reference counted: a tape holds a reference to its runtime; a relation holds one to its
+ * runtime; every recorded node that uses a relation holds one to the relation until the node
+ * is dropped (tg_tape_reset / tg_tape_destroy). tg_runtime_destroy and tg_relation_destroy
+ * drop the CALLER's reference: the object lives on until its last user is gone, so destroying
+ * a relation before backward, or a runtime before its tapes, is allowed and safe. After its
+ * destroy call the caller must not pass that handle again (other holders keep it alive, not
+ * the caller's pointer). Destroying the same handle twice is a caller error.
+ *
+ * API rules (every function follows them; bindings can rely on them):
+ *   - every pointer to caller data comes with its size in bytes (…_bytes), checked against
+ *     what the call needs: a mismatch is TG_ERR_INVALID_ARGUMENT, never a short read;
+ *   - options structs start with `size_t struct_size` and are initialised by their
+ *     tg_<name>_init function, which writes struct_size and every default. A field holds its
+ *     value: zero is never a stand-in for "default" (defaults come only from the init
+ *     function; a call-dependent default has a named constant, e.g. TG_SCALE_AUTO). A struct
+ *     whose struct_size is 0 (not initialised) or larger than the library knows (built against
+ *     a newer header) is refused with a message; a size the library published earlier is
+ *     accepted, the fields it lacks taking their init defaults;
+ *   - no struct is passed or returned by value;
+ *   - an optional value argument takes TG_ABSENT for "none". TG_NO_ID (what a failed op
+ *     returns) is never read as "none": passing it is an error, so a failed creation cannot
+ *     silently turn into a missing bias.
+ *
+ * Versions and ABI. TIGA_API_VERSION (header) and tg_api_version() (library) are
+ * MAJOR*10000 + MINOR*100 + PATCH; a binding checks them at load. While MAJOR is 0, every MINOR
+ * release may change the ABI: the shared library's SONAME is libtiga.so.0.MINOR and the CMake
+ * package accepts only the same MAJOR.MINOR (SameMinorVersion); PATCH releases keep the ABI.
+ * From 1.0 on, the SONAME is libtiga.so.MAJOR and compatibility is SameMajorVersion.
+ *
+ * Threads. A runtime and every tape and relation created from it must be used by one thread
+ * at a time (the caller serialises); different runtimes are independent. Reference counts are
+ * atomic, so a finalizer may drop a handle from another thread while no call is using it.
+ * tg_last_error() is thread-local.
  */
 #ifndef TIGA_H
 #define TIGA_H
@@ -53,14 +84,14 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define TIGA_VERSION_MAJOR 0
-#define TIGA_VERSION_MINOR 1
+#define TIGA_VERSION_MINOR 2
 #define TIGA_VERSION_PATCH 0
 /* MAJOR*10000 + MINOR*100 + PATCH of the header; compare with tg_api_version() at run time. */
 #define TIGA_API_VERSION (TIGA_VERSION_MAJOR * 10000 + TIGA_VERSION_MINOR * 100 + TIGA_VERSION_PATCH)
 
 /* The TIGA_API_VERSION the library was built with. */
 TG_API int tg_api_version(void);
-/* "MAJOR.MINOR.PATCH" plus build flavour (e.g. "0.1.0 (cuda)"); static storage. */
+/* "MAJOR.MINOR.PATCH" plus build flavour (e.g. "0.2.0 (cuda)"); static storage. */
 TG_API const char *tg_version_string(void);
 
 /* ---------------------------------------------------------------- status */
@@ -131,15 +162,16 @@ TG_API tg_status tg_runtime_create_host(tg_runtime **out);
 /* A runtime on CUDA device `device` (0-based). TG_ERR_NO_DEVICE when the build has no CUDA,
  * no driver is present or the index is out of range. */
 TG_API tg_status tg_runtime_create_cuda(int device, tg_runtime **out);
-/* Frees the runtime. NULL is a no-op. Every tape of the runtime must be destroyed first;
- * destroying a runtime with live tapes destroys them too (their handles become invalid). */
+/* Drops the caller's reference. NULL is a no-op. The runtime (its device context and memory)
+ * is freed when its last tape and relation are destroyed too; until then they keep working. */
 TG_API void tg_runtime_destroy(tg_runtime *rt);
 /* Message of the last failure reported on this runtime ("" if none). Owned by the runtime. */
 TG_API const char *tg_runtime_error(const tg_runtime *rt);
 /* 1 if the runtime has a CUDA device, else 0 (also for NULL). */
 TG_API int tg_runtime_has_device(const tg_runtime *rt);
-/* Bytes of device memory the runtime holds for values now and at its peak since creation or
- * the last tg_runtime_reset_peak (0 and 0 on a host-only runtime). Either pointer may be NULL. */
+/* Bytes of device memory the runtime holds now (values, step memory, relations' device forms)
+ * and at its peak since creation or the last tg_runtime_reset_peak (0 and 0 on a host-only
+ * runtime). Either pointer may be NULL. */
 TG_API tg_status tg_runtime_memory(const tg_runtime *rt, size_t *current, size_t *peak);
 TG_API tg_status tg_runtime_reset_peak(tg_runtime *rt);
 
@@ -153,18 +185,25 @@ TG_API tg_status tg_runtime_sync(tg_runtime *rt);
 
 typedef struct tg_tape tg_tape;
 typedef int64_t tg_id;
+/* What an op returns on failure (and what tg_tape_input & co. write on failure). Never a valid
+ * argument: an op given TG_NO_ID fails with TG_ERR_INVALID_ID. */
 #define TG_NO_ID ((tg_id)-1)
+/* "No value" for an optional argument (e.g. tg_linear's bias). Only where documented. */
+#define TG_ABSENT ((tg_id)-2)
 #define TG_MAX_DIMS 8
 
 /* Flags for tg_tape_input / tg_tape_parameter. */
 #define TG_REQUIRES_GRAD 0x1u   /* input: gradients are computed for it (leaf gradient) */
 #define TG_NO_WEIGHT_DECAY 0x2u /* parameter: AdamW/SGD skip weight decay (biases, norms) */
 
+/* A tape of runtime rt; the tape holds a reference to rt (tiga.h top: lifetimes). */
 TG_API tg_status tg_tape_create(tg_runtime *rt, tg_tape **out);
-/* Frees the tape, its values, parameters and optimizer state. NULL is a no-op. */
+/* Frees the tape, its values, parameters and optimizer state, and drops its references to the
+ * runtime and to the relations its nodes use. NULL is a no-op. */
 TG_API void tg_tape_destroy(tg_tape *tape);
 
-/* The runtime a tape was created from (NULL for NULL), e.g. to build relations for it. */
+/* The runtime a tape was created from (NULL for NULL), e.g. to build relations for it. The
+ * pointer is valid while the tape lives (the tape holds a reference); it adds no reference. */
 TG_API tg_runtime *tg_tape_runtime(const tg_tape *tape);
 
 /* Sticky status of op calls: TG_OK, or the first failure since create / the last reset. */
@@ -192,26 +231,27 @@ TG_API tg_status tg_tape_set_provider(tg_tape *tape, tg_provider provider, tg_pr
 TG_API tg_status tg_tape_set_seed(tg_tape *tape, uint64_t seed);
 
 /* ---- creating values. `shape` has `ndim` entries (0 <= ndim <= TG_MAX_DIMS, each > 0);
- * ndim 0 is a scalar. `data` holds numel * tg_dtype_size(dtype) bytes, row-major; it is
- * copied. */
+ * ndim 0 is a scalar. `data` holds data_bytes = numel * tg_dtype_size(dtype) bytes, row-major
+ * (any other data_bytes is TG_ERR_INVALID_ARGUMENT); it is copied. *out is TG_NO_ID on failure. */
 
 /* A step value. flags: 0 or TG_REQUIRES_GRAD (float dtypes only). */
 TG_API tg_status tg_tape_input(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
-                               unsigned flags, tg_id *out);
+                               size_t data_bytes, unsigned flags, tg_id *out);
 /* A trainable parameter: persists across tg_tape_reset, requires grad, is updated by the
- * optimizer steps. data may be NULL (zeros). flags: 0 or TG_NO_WEIGHT_DECAY. Float dtypes. */
+ * optimizer steps. data NULL with data_bytes 0: zeros. flags: 0 or TG_NO_WEIGHT_DECAY. Float
+ * dtypes. */
 TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
-                                   unsigned flags, tg_id *out);
+                                   size_t data_bytes, unsigned flags, tg_id *out);
 
-/* Initializers. Values are a pure function of (kind, a, b, seed, shape, dtype): the i-th
+/* Initializers. Values are a pure function of (kind, a, b, gain, seed, shape, dtype): the i-th
  * element (row-major) is drawn from Philox4x32-10 with key = seed and counter = i (two 32-bit
  * words give one uniform in [0,1) with 53 bits for f64 / 24 for f32; normals by Box-Muller
  * on two uniforms of the same counter) -- cuRAND's Philox stream at subsequence 0. Drawn on the
  * host and uploaded once, so the values are identical on every provider.
  *   NORMAL          mean a, std b
  *   UNIFORM         in [a, b)
- *   XAVIER_UNIFORM  U(-g*sqrt(6/(fan_in+fan_out)), +...) with gain g = a (0 means 1)
- *   XAVIER_NORMAL   N(0, g*sqrt(2/(fan_in+fan_out))) with gain g = a (0 means 1)
+ *   XAVIER_UNIFORM  U(-g*sqrt(6/(fan_in+fan_out)), +...) with g = gain
+ *   XAVIER_NORMAL   N(0, g*sqrt(2/(fan_in+fan_out))) with g = gain
  *   ZEROS / ONES / CONSTANT (value a)
  * tiga stores linear weights as [in, out], so for shape [..., in, out] with
  * receptive = product of the leading dims: fan_in = in * receptive, fan_out = out * receptive;
@@ -226,22 +266,28 @@ typedef enum tg_init_kind {
   TG_INIT_XAVIER_NORMAL = 6
 } tg_init_kind;
 
-typedef struct tg_init {
-  tg_init_kind kind;
-  double a, b;
-  uint64_t seed;
-} tg_init;
+typedef struct tg_init_options {
+  size_t struct_size; /* tg_init_options_init */
+  tg_init_kind kind;  /* init: TG_INIT_ZEROS */
+  double a, b;        /* init: 0, 1 */
+  double gain;        /* XAVIER_*: init 1 */
+  uint64_t seed;      /* init: 0 */
+} tg_init_options;
+TG_API void tg_init_options_init(tg_init_options *opts);
 
-/* Fills a host buffer of numel elements of dtype (F32 or F64) per *init and the given shape. */
-TG_API tg_status tg_init_fill(const tg_init *init, tg_dtype dtype, int ndim, const int64_t *shape, void *dst);
+/* Fills a host buffer of numel elements of dtype (F32 or F64) per *init and the given shape;
+ * dst_bytes must be numel * dtype size. */
+TG_API tg_status tg_init_fill(const tg_init_options *init, tg_dtype dtype, int ndim, const int64_t *shape, void *dst,
+                              size_t dst_bytes);
 /* tg_tape_parameter with values from an initializer. */
 TG_API tg_status tg_tape_parameter_init(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape,
-                                        const tg_init *init, unsigned flags, tg_id *out);
+                                        const tg_init_options *init, unsigned flags, tg_id *out);
 
 /* ---- reading and writing values */
 
-/* Shape query: *ndim and shape[0..ndim-1] (shape must hold TG_MAX_DIMS entries). */
-TG_API tg_status tg_tape_shape(tg_tape *tape, tg_id id, int *ndim, int64_t *shape);
+/* Shape query: *ndim and shape[0..ndim-1]; shape has room for shape_cap entries (TG_MAX_DIMS
+ * always suffices; fewer than ndim is TG_ERR_INVALID_ARGUMENT). */
+TG_API tg_status tg_tape_shape(tg_tape *tape, tg_id id, int *ndim, int64_t *shape, int shape_cap);
 TG_API tg_status tg_tape_dtype(tg_tape *tape, tg_id id, tg_dtype *out);
 TG_API tg_status tg_tape_numel(tg_tape *tape, tg_id id, int64_t *out);
 /* Copies the value into dst (exactly numel * dtype size bytes expected in dst_bytes). */
@@ -290,7 +336,7 @@ TG_API tg_status tg_tape_stats(tg_tape *tape, size_t *nodes, size_t *saved_bytes
  * provided its shape equals the trailing dims of the other (e.g. [..., n] (+) [n]).
  */
 
-/* y = x · W + b. x [..., in], W [in, out], b [out] or TG_NO_ID. y [..., out]. */
+/* y = x · W + b. x [..., in], W [in, out], b [out] or TG_ABSENT (no bias). y [..., out]. */
 TG_API tg_id tg_linear(tg_tape *tape, tg_id x, tg_id w, tg_id b);
 /* Batched matrix product. a [..., M, K], b [..., K, N] with equal batch dims, or b 2-D
  * [K, N] shared by all batches. Both at least 2-D. Result [..., M, N]. */
@@ -353,10 +399,18 @@ TG_API tg_id tg_dropout(tg_tape *tape, tg_id x, double keep);
 TG_API tg_id tg_cast(tg_tape *tape, tg_id x, tg_dtype dtype);
 
 /* ---------------------------------------------------------------- relations
- * A relation says which key j each query i may attend to (seed 000: the mask is the relation).
- * Built once, validated once, usable by many attention nodes of any tape of the same runtime.
- * A relation must outlive every node that uses it (until tg_tape_reset / tg_tape_destroy of
- * those tapes). Index arrays are copied. Sizes: nq queries, nk keys per attention batch entry.
+ * A relation says which key j each query i may attend to (seed 000: the mask is the relation),
+ * or, read as a graph, which edges (j -> i) lead into destination i from source j.
+ * Built once, validated once, usable by many nodes of any tape of the same runtime. Index
+ * arrays are copied. Sizes: nq queries (destinations), nk keys (sources) per batch entry.
+ * Device form: on a CUDA runtime, what kernels need (CSR and its transpose, the mask's bitmask
+ * and tile summary, cu_seqlens) is built and uploaded once, the first time a node needs it,
+ * kept with the relation (counted in tg_runtime_memory) and freed with it; a fixed relation
+ * costs no host->device copy after its first use.
+ * Lifetime: the relation holds a reference to its runtime; nodes that use it hold references
+ * to it, so tg_relation_destroy may be called at any time after the last op call that names it.
+ * Edge order (graph ops, tg_relation_read_csr): the allowed pairs of a batch entry,
+ * destination-major (by i), sources j ascending within a row.
  */
 typedef struct tg_relation tg_relation;
 
@@ -371,23 +425,37 @@ typedef enum tg_relation_kind {
 
 TG_API tg_status tg_relation_dense(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out);
 TG_API tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation **out);
-/* batch 0: one [nq, nk] mask shared by every batch entry; batch >= 1: [batch, nq, nk]. */
+/* batch 0: one [nq, nk] mask shared by every batch entry; batch >= 1: [batch, nq, nk].
+ * mask_bytes = (batch ? batch : 1) * nq * nk. */
 TG_API tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
-                                  tg_relation **out);
+                                  size_t mask_bytes, tg_relation **out);
 /* n_seqs >= 1 packed sequences; cu_seqlens_q [n_seqs + 1] starts at 0 and strictly increases
- * (every sequence has length >= 1); cu_seqlens_k likewise (NULL: same as q). causal: inside each
- * sequence, key j allowed for query i when j <= i + len_k - len_q (bottom-right). */
-TG_API tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q,
-                                    const int32_t *cu_seqlens_k, int causal, tg_relation **out);
-TG_API tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, const int32_t *col_idx,
-                                 tg_relation **out);
-/* Part p's queries and keys follow those of part p-1 (offsets add up); nothing crosses parts. */
+ * (every sequence has length >= 1); cu_seqlens_k likewise (NULL with 0 bytes: same as q). Each
+ * *_bytes is (n_seqs + 1) * 4. causal: inside each sequence, key j allowed for query i when
+ * j <= i + len_k - len_q (bottom-right). */
+TG_API tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q, size_t cu_seqlens_q_bytes,
+                                    const int32_t *cu_seqlens_k, size_t cu_seqlens_k_bytes, int causal,
+                                    tg_relation **out);
+/* General sparse relation: row_ptr [nq + 1] (row_ptr_bytes = (nq + 1) * 8) from 0,
+ * non-decreasing; col_idx [nnz = row_ptr[nq]] (col_idx_bytes = nnz * 4), strictly increasing
+ * within each row, each in [0, nk). */
+TG_API tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, size_t row_ptr_bytes,
+                                 const int32_t *col_idx, size_t col_idx_bytes, tg_relation **out);
+/* Part p's queries and keys follow those of part p-1 (offsets add up); nothing crosses parts.
+ * The parts are copied: they may be destroyed right after. */
 TG_API tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, tg_relation **out);
+/* Drops the caller's reference (tiga.h top: lifetimes). NULL is a no-op. */
 TG_API void tg_relation_destroy(tg_relation *rel);
 /* kind, sizes and the number of allowed pairs (per batch entry; for a per-batch mask, summed
  * over batch entries). Any out pointer may be NULL. */
 TG_API tg_status tg_relation_info(const tg_relation *rel, tg_relation_kind *kind, int64_t *nq, int64_t *nk,
                                   int64_t *allowed_pairs);
+/* Reads any relation back as destination-major CSR (edge order above) for batch entry `batch`
+ * (0 unless the relation is a per-batch mask): row_ptr [nq + 1] (row_ptr_bytes = (nq + 1) * 8);
+ * col_idx [row_ptr[nq]] (col_idx_bytes = that * 4), or col_idx NULL with 0 bytes to learn the
+ * row pointers (and so the edge count) first. */
+TG_API tg_status tg_relation_read_csr(const tg_relation *rel, int64_t batch, int64_t *row_ptr, size_t row_ptr_bytes,
+                                      int32_t *col_idx, size_t col_idx_bytes);
 
 /* ---------------------------------------------------------------- attention
  * out[b, i, h, :] = sum_j softmax_j(s_ij) v[b, j, h / (Hq/Hkv), :] over the keys j that the
@@ -398,15 +466,20 @@ TG_API tg_status tg_relation_info(const tg_relation *rel, tg_relation_kind *kind
  * pair contributes nothing to numerator or denominator. No NaN is produced for finite inputs.
  * Providers: HOST (f32/f64, every relation), CUDA_COMPOSED (cuBLAS + masked softmax; saves the
  * probabilities), CUDA_FUSED (online softmax; saves only lse; f16/bf16/f32). */
+/* Attention's default scale 1/sqrt(D) (D from the call): the value tg_attention_options_init and
+ * tg_mha_options_init store in `scale`. Any other scale must be > 0. */
+#define TG_SCALE_AUTO (-1.0)
 typedef struct tg_attention_options {
-  double scale;                 /* 0: 1/sqrt(D) */
-  double block_prune_threshold; /* 0: exact. (0, 1]: tile pruning (CUDA_FUSED forward, dense
+  size_t struct_size;           /* tg_attention_options_init */
+  double scale;                 /* > 0, or TG_SCALE_AUTO (init): 1/sqrt(D) */
+  double block_prune_threshold; /* init 0: exact. (0, 1]: tile pruning (CUDA_FUSED forward, dense
                                    and causal only); elsewhere TG_ERR_UNSUPPORTED */
-  tg_id *lse_out;               /* optional: receives the id of the lse value */
-  double dropout_keep;          /* attention-probability dropout: 0 or 1: none; else keep
-                                   probability in (0, 1) (see below) */
+  tg_id *lse_out;               /* init NULL; else receives the id of the lse value */
+  double dropout_keep;          /* attention-probability dropout keep probability in (0, 1];
+                                   init 1: none (see below) */
 } tg_attention_options;
-/* Attention dropout (dropout_keep = keep in (0, 1)): inverted dropout on the normalised weights,
+TG_API void tg_attention_options_init(tg_attention_options *opts);
+/* Attention dropout (dropout_keep = keep in (0, 1); 1 = none): inverted dropout on the normalised weights,
  *   out_i = sum_j (p_ij m_ij / keep) v_j,  p = softmax over the allowed keys (the denominator
  *   uses every allowed key, dropped or not), m_ij ~ Bernoulli(keep); lse is unchanged.
  * Mask bit of element (b, h, i, j): with R = (b*Hq + h)*Nq + i (for varlen: packed row and key
@@ -416,9 +489,10 @@ typedef struct tg_attention_options {
  *   rows and keys; c = the tape's RNG call counter (the one tg_dropout uses; bit 63 keeps the streams apart),
  *   taken and incremented once per tg_attention call with keep in (0, 1), in no-grad mode too.
  * The backward regenerates the mask (nothing extra is saved). In no-grad mode the dropout is off
- * (inference), as in tg_dropout. keep NaN, < 0 or > 1: TG_ERR_INVALID_ARGUMENT. Every provider
+ * (inference), as in tg_dropout. keep NaN, <= 0 or > 1: TG_ERR_INVALID_ARGUMENT. Every provider
  * implements it; it does not combine with block_prune_threshold (TG_ERR_UNSUPPORTED). */
 
+/* opts may be NULL (the init defaults). */
 TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_relation *rel,
                           const tg_attention_options *opts);
 
@@ -428,13 +502,15 @@ TG_API tg_id tg_attention(tg_tape *tape, tg_id q, tg_id k, tg_id v, const tg_rel
  * projected by Wo. Result [B, n, dModel]. Recorded as projection nodes plus one attention node
  * whose provider is opts->attention_provider (AUTO: the tape's provider). */
 typedef struct tg_mha_options {
-  int heads_q, heads_kv;          /* Hq, Hkv (0: Hkv = Hq) */
-  int causal;                     /* nonzero: causal relation (ignored when rel is set) */
-  const tg_relation *rel;         /* optional relation over (n, n), e.g. a boolean mask */
-  tg_provider attention_provider; /* AUTO: the tape's current provider */
-  double scale;                   /* 0: 1/sqrt(D) */
-  double attention_dropout_keep;  /* tg_attention_options.dropout_keep (0 or 1: none) */
+  size_t struct_size;             /* tg_mha_options_init */
+  int heads_q, heads_kv;          /* Hq, Hkv: required, each >= 1 (init 0: refused until set) */
+  int causal;                     /* init 0; nonzero: causal relation (ignored when rel is set) */
+  const tg_relation *rel;         /* init NULL; else a relation over (n, n), e.g. a boolean mask */
+  tg_provider attention_provider; /* init AUTO: the tape's current provider */
+  double scale;                   /* init TG_SCALE_AUTO (1/sqrt(D)); else > 0 */
+  double attention_dropout_keep;  /* tg_attention_options.dropout_keep; init 1: none */
 } tg_mha_options;
+TG_API void tg_mha_options_init(tg_mha_options *opts);
 
 TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id wo, const tg_mha_options *opts);
 
@@ -447,19 +523,22 @@ TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id 
  * first step); g = nesterov ? g + momentum * buf : buf; p -= lr * g.  (wd skipped for
  * TG_NO_WEIGHT_DECAY parameters.) */
 typedef struct tg_sgd_options {
-  double lr, momentum, dampening, weight_decay;
-  int nesterov;
+  size_t struct_size;                           /* tg_sgd_options_init */
+  double lr, momentum, dampening, weight_decay; /* init 1e-3, 0, 0, 0 (PyTorch's) */
+  int nesterov;                                 /* init 0 */
 } tg_sgd_options;
+TG_API void tg_sgd_options_init(tg_sgd_options *opts);
 TG_API tg_status tg_sgd_step(tg_tape *tape, const tg_sgd_options *opts);
 
 /* AdamW (Loshchilov & Hutter), PyTorch's form: t += 1; p *= 1 - lr * wd (decoupled, skipped for
  * TG_NO_WEIGHT_DECAY parameters); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
  * p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
 typedef struct tg_adamw_options {
+  size_t struct_size; /* tg_adamw_options_init */
   double lr, beta1, beta2, eps, weight_decay;
 } tg_adamw_options;
 /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 (PyTorch's defaults). */
-TG_API tg_adamw_options tg_adamw_defaults(void);
+TG_API void tg_adamw_options_init(tg_adamw_options *opts);
 TG_API tg_status tg_adamw_step(tg_tape *tape, const tg_adamw_options *opts);
 
 /* Scales all parameter gradients so that their global L2 norm is at most max_norm
@@ -479,25 +558,34 @@ TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
  * tg_gradcheck) and returns the id of a one-element result (or TG_NO_ID on failure). */
 typedef tg_id (*tg_gradcheck_fn)(tg_tape *tape, const tg_id *inputs, void *user);
 
+/* One input of tg_gradcheck. The array passed to tg_gradcheck is read with a stride of
+ * inputs[0].struct_size, so every element must be initialised by tg_gradcheck_input_init. */
 typedef struct tg_gradcheck_input {
-  tg_dtype dtype; /* F64 for inputs to differentiate; I32 etc. for index inputs */
+  size_t struct_size; /* tg_gradcheck_input_init */
+  tg_dtype dtype;     /* F64 for inputs to differentiate; I32 etc. for index inputs */
   int ndim;
   int64_t shape[TG_MAX_DIMS];
   const void *data;   /* numel elements of dtype */
+  size_t data_bytes;  /* numel * dtype size */
   int differentiable; /* nonzero: checked (must be F64) */
 } tg_gradcheck_input;
+/* Zeroes *in and sets struct_size (fill in the rest). */
+TG_API void tg_gradcheck_input_init(tg_gradcheck_input *in);
 
 typedef struct tg_gradcheck_options {
-  double eps;           /* finite-difference step (default 1e-6) */
-  double atol;          /* default 1e-5 */
-  double rtol;          /* default 1e-3: passes when |a - n| <= atol + rtol * |n| */
-  int fast_mode;        /* nonzero: compare directional derivatives along random unit directions */
-  int fast_directions;  /* directions per input in fast mode (default 4) */
-  uint64_t seed;        /* for fast-mode directions */
-  tg_provider provider; /* provider the callback's ops run on (default AUTO) */
+  size_t struct_size;   /* tg_gradcheck_options_init */
+  double eps;           /* finite-difference step (init 1e-6) */
+  double atol;          /* init 1e-5 */
+  double rtol;          /* init 1e-3: passes when |a - n| <= atol + rtol * |n| */
+  int fast_mode;        /* init 0; nonzero: directional derivatives along random unit directions */
+  int fast_directions;  /* directions per input in fast mode (init 4) */
+  uint64_t seed;        /* for fast-mode directions (init 0) */
+  tg_provider provider; /* provider the callback's ops run on (init AUTO) */
 } tg_gradcheck_options;
+TG_API void tg_gradcheck_options_init(tg_gradcheck_options *opts);
 
 typedef struct tg_gradcheck_result {
+  size_t struct_size; /* tg_gradcheck_result_init (the library writes at most this many bytes) */
   int passed;
   int worst_input;          /* index of the input with the worst element (-1 if none checked) */
   int64_t worst_index;      /* flat element index (fast mode: direction index) */
@@ -507,12 +595,11 @@ typedef struct tg_gradcheck_result {
   int64_t checked;          /* elements (or directions) compared */
 } tg_gradcheck_result;
 
-/* Defaults as documented above. */
-TG_API tg_gradcheck_options tg_gradcheck_defaults(void);
+TG_API void tg_gradcheck_result_init(tg_gradcheck_result *result);
 /* Runs fn on a fresh tape of rt, compares the analytic gradient of every differentiable
  * input with central differences in float64. Returns TG_OK when every element passes,
  * TG_ERR_GRADCHECK (message names the worst element) when one fails, another status when the
- * callback or arguments fail. opts may be NULL (defaults); result may be NULL. */
+ * callback or arguments fail. opts may be NULL (the init defaults); result may be NULL. */
 TG_API tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inputs,
                               const tg_gradcheck_input *inputs, const tg_gradcheck_options *opts,
                               tg_gradcheck_result *result);

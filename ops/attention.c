@@ -6,10 +6,11 @@
  *   CUDA_FUSED     online softmax (cuda/attention_fused.h); saves only lse, f32 [B,Hq,Nq]
  * Attention dropout (tiga.h) on every provider: the node keeps (seed, call, keep) and the
  * backward regenerates the mask.
- * The node keeps a shallow copy of the relation header (so dense / causal relations built on the
- * stack by tg_mha need no handle); index arrays stay in the caller's relation, which must outlive
- * the node (tiga.h). CUDA providers stage relation data into the tape's device arena per call. */
+ * The node holds a reference to the relation (ops/relation.h), and the CUDA providers read the
+ * relation's cached device form (mask bitmask + tile summary, u8 mask, cu_seqlens), built and
+ * uploaded the first time a node needs it. */
 #include "relation.h"
+#include "../host/attention.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -21,14 +22,15 @@
 #endif
 
 typedef struct attn_state {
-  tg_relation rel; /* shallow copy */
+  tg_relation *rel; /* held by the node */
   int64_t B, Nq, Nk, Hq, Hkv, D, Dv;
   double scale, prune;
   double keep;         /* attention dropout keep probability; 1: none */
   uint64_t seed, call; /* dropout stream (tiga.h) */
-  /* device staging for this step (CUDA providers) */
+  /* the relation's device form (CUDA providers) and composed scratch */
   const uint8_t *d_mask;
-  void *d_prep, *d_lo;
+  const void *d_prep;
+  void *d_lo;
   const int32_t *d_cu_q, *d_cu_k;
   unsigned long long tiles[2]; /* fused forward: key tiles visited, pruned */
   int has_tiles;
@@ -36,17 +38,9 @@ typedef struct attn_state {
 
 static void describe(const tgi_node *n, char *buf, size_t cap) {
   const attn_state *st = n->aux;
-  const tg_relation *r = &st->rel;
-  char rel[64];
-  if (r->kind == TG_REL_MASK)
-    snprintf(rel, sizeof rel, "mask(batch %lld)", (long long)r->mask_batch);
-  else if (r->kind == TG_REL_VARLEN)
-    snprintf(rel, sizeof rel, "varlen(%d seqs%s)", r->n_seqs, r->causal ? ", causal" : "");
-  else if (r->kind == TG_REL_CONCAT)
-    snprintf(rel, sizeof rel, "concat(%d parts)", r->n_parts);
-  else
-    snprintf(rel, sizeof rel, "%s", tgi_rel_kind_name(r->kind));
-  int w = snprintf(buf, cap, "rel=%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
+  char rel[128];
+  tgi_rel_describe(st->rel, rel, sizeof rel);
+  int w = snprintf(buf, cap, "%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
                    (long long)st->D, (long long)st->Dv);
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
@@ -72,7 +66,7 @@ static void host_shape(const attn_state *st, host_attn_shape *hs) {
 static void fused_shape(const attn_state *st, tg_dtype dt, tgc_attn_shape *sh) {
   static const tgc_attn_kind kinds[] = {TGC_ATTN_DENSE,  TGC_ATTN_CAUSAL, TGC_ATTN_MASK,
                                         TGC_ATTN_VARLEN, TGC_ATTN_MASK,   TGC_ATTN_MASK};
-  const tg_relation *r = &st->rel;
+  const tg_relation *r = st->rel;
   memset(sh, 0, sizeof *sh);
   *sh = (tgc_attn_shape){.B = st->B,
                          .Nq = st->Nq,
@@ -113,7 +107,7 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .scale = f.scale,
                          .kind = f.kind,
                          .mask = st->d_mask,
-                         .mask_batch = st->rel.kind == TG_REL_MASK ? st->rel.mask_batch : 0,
+                         .mask_batch = st->rel->kind == TG_REL_MASK ? st->rel->mask_batch : 0,
                          .cu_q = f.cu_q,
                          .cu_k = f.cu_k,
                          .n_seqs = f.n_seqs,
@@ -123,68 +117,25 @@ static void composed_shape(const attn_state *st, tg_dtype dt, tgc_comp_shape *sh
                          .call = st->call};
 }
 
-/* Uploads bytes that already sit in the tape's host step arena (pinned memory on a device runtime)
- * to device scratch, asynchronously, like step inputs: tg_tape_reset waits for the upload before
- * that memory is reused, so nothing here drains the stream. */
-static void *upload_staged(tg_tape *t, const void *h, size_t bytes) {
-  void *d = tgi_scratch_d(t, bytes);
-  if (!d) return NULL;
-  char msg[TGI_MSG_CAP];
-  tg_status s = tgi_device_h2d_async(tgi_dev(t), d, h, bytes, msg);
-  if (s) return tgi_fail(t, s, "staging relation data on the device: %s", msg), NULL;
-  t->pending_h2d++;
-  return d;
-}
-
-/* The same for caller-owned bytes (the relation's own data): copied into the step arena first, so
- * the source may change or go away as soon as this returns. */
-static void *upload(tg_tape *t, const void *src, size_t bytes) {
-  void *h = tgi_scratch_h(t, bytes);
-  if (!h) return NULL;
-  memcpy(h, src, bytes);
-  return upload_staged(t, h, bytes);
-}
-
-/* Stages the relation's data on the device for this step: u8 mask (MASK; CSR / CONCAT densified
- * for COMPOSED), the fused kernels' prepared mask (FUSED), cu_seqlens (VARLEN). */
+/* Points the node's state at the relation's device form (built and uploaded on first use): the
+ * fused kernels' prepared mask (MASK, FUSED), the u8 mask (MASK, and CSR / CONCAT densified, for
+ * COMPOSED), cu_seqlens (VARLEN). */
 static bool stage(tg_tape *t, attn_state *st, bool fused) {
-  const tg_relation *r = &st->rel;
+  tg_relation *r = st->rel;
   bool sparse = r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT;
-  if (r->kind == TG_REL_MASK || (sparse && !fused)) {
-    int64_t mb = r->kind == TG_REL_MASK && r->mask_batch > 1 ? r->mask_batch : 1;
-    size_t bytes = (size_t)(mb * r->nq * r->nk);
-    if (sparse) { /* densified straight into the step arena */
-      uint8_t *h = tgi_scratch_h(t, bytes);
-      if (!h) return false;
-      tgi_rel_dense_mask(r, h);
-      st->d_mask = upload_staged(t, h, bytes);
-    } else {
-      st->d_mask = upload(t, r->mask, bytes);
-    }
-    if (!st->d_mask) return false;
-    if (fused) {
-      st->d_prep = tgi_scratch_d(t, cuda_attention_fused_mask_bytes(mb, r->nq, r->nk));
-      if (!st->d_prep) return false;
-      tg_status s = cuda_attention_fused_mask_prepare(TGI_STREAM(t), st->d_mask, mb, r->nq, r->nk, st->d_prep);
-      if (s) return tgi_fail_cuda(t, s, "fused mask preparation");
-    }
-  }
+  if (fused && r->kind == TG_REL_MASK && !(st->d_prep = tgi_rel_dev_mask_prep(t, r))) return false;
+  if (!fused && (r->kind == TG_REL_MASK || sparse) && !(st->d_mask = tgi_rel_dev_mask(t, r))) return false;
   if (r->kind == TG_REL_VARLEN) {
-    size_t n = (size_t)r->n_seqs + 1; /* one copy for both offset arrays */
-    int32_t *h = tgi_scratch_h(t, 2 * n * sizeof *h);
-    if (!h) return false;
-    memcpy(h, r->cu_q, n * sizeof *h);
-    memcpy(h + n, r->cu_k, n * sizeof *h);
-    const int32_t *d = upload_staged(t, h, 2 * n * sizeof *h);
+    const int32_t *d = tgi_rel_dev_cu(t, r);
     if (!d) return false;
-    st->d_cu_q = d, st->d_cu_k = d + n;
+    st->d_cu_q = d, st->d_cu_k = d + r->n_seqs + 1;
   }
   return true;
 }
 
 /* Whether AUTO may take the fused lowering for this call. */
 static bool fused_fits(const attn_state *st, tg_dtype dt) {
-  if (st->rel.kind == TG_REL_CSR || st->rel.kind == TG_REL_CONCAT) return false;
+  if (st->rel->kind == TG_REL_CSR || st->rel->kind == TG_REL_CONCAT) return false;
   if (dt != TG_F32 && dt != TG_F16 && dt != TG_BF16) return false;
   tgc_attn_shape sh;
   fused_shape(st, dt, &sh);
@@ -262,7 +213,7 @@ static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
 }
 
 static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_dtype dt) {
-  const tg_relation_kind kind = st->rel.kind;
+  const tg_relation_kind kind = st->rel->kind;
   if (st->prune > 0 && p != TG_PROVIDER_CUDA_FUSED)
     return tgi_fail(
         t, TG_ERR_UNSUPPORTED,
@@ -300,10 +251,25 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
 
 /* ------------------------------------------------------------ forward */
 
-tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_relation *rel,
-                   const tg_attention_options *opts) {
-  if (opts && opts->lse_out) *opts->lse_out = TG_NO_ID;
+void tg_attention_options_init(tg_attention_options *o) {
+  if (o)
+    *o = (tg_attention_options){.struct_size = sizeof *o,
+                                .scale = TG_SCALE_AUTO,
+                                .block_prune_threshold = 0,
+                                .lse_out = NULL,
+                                .dropout_keep = 1};
+}
+
+tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_relation *rel_in,
+                   const tg_attention_options *opts_in) {
+  tg_attention_options ob;
+  tg_attention_options_init(&ob);
+  const char *why = opts_in ? tgi_opts_copy(&ob, sizeof ob, opts_in) : NULL;
+  const tg_attention_options *opts = &ob;
+  if (!why && opts->lse_out) *opts->lse_out = TG_NO_ID;
   if (!tgi_op_begin(t, "tg_attention")) return TG_NO_ID;
+  if (why) return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'opts' (tg_attention_options): %s", why), TG_NO_ID;
+  tg_relation *rel = (tg_relation *)rel_in; /* its caches change, its meaning does not */
   tgi_value *q = tgi_arg(t, "q", q_id);
   tgi_value *k = q ? tgi_arg(t, "k", k_id) : NULL;
   tgi_value *v = k ? tgi_arg(t, "v", v_id) : NULL;
@@ -315,24 +281,24 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   attn_state *st = tgi_scratch_h(t, sizeof *st);
   if (!st) return TG_NO_ID;
   memset(st, 0, sizeof *st);
-  st->rel = *rel;
+  st->rel = rel;
   if (!check_shapes(t, q, k, v, st) || !check_relation(t, rel, st)) return TG_NO_ID;
-  double scale = opts ? opts->scale : 0, prune = opts ? opts->block_prune_threshold : 0;
-  double keep = opts ? opts->dropout_keep : 0;
-  if (!isfinite(scale))
-    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is %g; expected a finite number (0: 1/sqrt(D))", scale),
+  double scale = opts->scale, prune = opts->block_prune_threshold, keep = opts->dropout_keep;
+  if (scale != TG_SCALE_AUTO && !(isfinite(scale) && scale > 0))
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "option 'scale' is %g; expected a finite number > 0, or TG_SCALE_AUTO for 1/sqrt(D)", scale),
            TG_NO_ID;
   if (!(prune >= 0 && prune <= 1))
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
                     "option 'block_prune_threshold' is %g; expected 0 (exact) or a value in (0, 1]", prune),
            TG_NO_ID;
-  if (!(keep >= 0 && keep <= 1)) /* also rejects NaN */
+  if (!(keep > 0 && keep <= 1)) /* also rejects NaN */
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
-                    "option 'dropout_keep' is %g; expected 0 or 1 (no dropout) or a keep probability in (0, 1)", keep),
+                    "option 'dropout_keep' is %g; expected a keep probability in (0, 1], 1 for no dropout", keep),
            TG_NO_ID;
-  st->scale = scale != 0 ? scale : 1.0 / sqrt((double)st->D);
+  st->scale = scale != TG_SCALE_AUTO ? scale : 1.0 / sqrt((double)st->D);
   st->keep = 1;
-  if (keep > 0 && keep < 1) { /* the call counter advances in no-grad mode too, as in tg_dropout */
+  if (keep < 1) { /* the call counter advances in no-grad mode too, as in tg_dropout */
     st->seed = t->seed, st->call = t->rng_calls++;
     if (t->grad_enabled) st->keep = keep; /* inference: no dropout */
   }
@@ -346,8 +312,8 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   int64_t oshape[4] = {st->B, st->Nq, st->Hq, st->Dv}, lshape[3] = {st->B, st->Hq, st->Nq};
   int64_t nrows = st->B * st->Hq * st->Nq;
   tgi_value *out = tgi_result(t, dt, 4, oshape);
-  tgi_value *lse = out && opts && opts->lse_out ? tgi_result(t, TG_F32, 3, lshape) : NULL;
-  if (!out || (opts && opts->lse_out && !lse)) return TG_NO_ID;
+  tgi_value *lse = out && opts->lse_out ? tgi_result(t, TG_F32, 3, lshape) : NULL;
+  if (!out || (opts->lse_out && !lse)) return TG_NO_ID;
   tgi_value *in[3] = {q, k, v};
   bool grad = tgi_needs_grad(t, 3, in);
   void *saved = NULL;
@@ -359,7 +325,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     double *pl = tgi_scratch_h(t, (size_t)nrows * sizeof(double));
     float *plo = lse ? tgi_write_h(t, lse) : NULL;
     if (!pq || !pk || !pv || !po || !pl || (lse && !plo)) return TG_NO_ID;
-    host_attn_rel hv;
+    host_rel hv;
     host_attn_shape hs;
     tgi_rel_host_view(rel, &hv);
     host_shape(st, &hs);
@@ -411,6 +377,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   tgi_node *n = tgi_record(t, &cap_attn[p], 3, in, lse ? 2 : 1, outs);
   if (n) {
     n->aux = st;
+    tgi_rel_hold(n, rel);
     if (grad) {
       n->saved = saved;
       n->saved_bytes = saved_bytes;
@@ -418,7 +385,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     }
   }
   if (lse) lse->requires_grad = false; /* gradient flows through out only */
-  if (opts && opts->lse_out && t->status == TG_OK) *opts->lse_out = tgi_id_of(t, lse);
+  if (opts->lse_out && t->status == TG_OK) *opts->lse_out = tgi_id_of(t, lse);
   return tgi_done(t, out);
 }
 
@@ -435,9 +402,9 @@ static tg_status attn_backward(tg_tape *t, tgi_node *n) {
     void *gq = q->requires_grad ? tgi_grad_h(t, q) : NULL, *gk = k->requires_grad ? tgi_grad_h(t, k) : NULL;
     void *gv = v->requires_grad ? tgi_grad_h(t, v) : NULL;
     if (t->status) return t->status;
-    host_attn_rel hv;
+    host_rel hv;
     host_attn_shape hs;
-    tgi_rel_host_view(&st->rel, &hv);
+    tgi_rel_host_view(st->rel, &hv);
     host_shape(st, &hs);
     if (host_attention_backward(dt, &hs, &hv, pq, pk, pv, gy, n->saved, gq, gk, gv))
       return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for attention scratch"), TG_ERR_OUT_OF_MEMORY;

@@ -92,8 +92,9 @@ tg_id tg_linear(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id) {
   tgi_value *x = tgi_arg(t, "x", x_id);
   tgi_value *w = x ? tgi_arg(t, "w", w_id) : NULL;
   if (!w) return TG_NO_ID;
-  tgi_value *b = NULL;
-  if (b_id != TG_NO_ID && !(b = tgi_arg(t, "b", b_id))) return TG_NO_ID;
+  bool ok;
+  tgi_value *b = tgi_arg_opt(t, "b", b_id, &ok);
+  if (!ok) return TG_NO_ID;
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
   if (!p || !tgi_need_float_for(t, p, "x", x) || !tgi_need_float_for(t, p, "w", w) ||
       (b && !tgi_need_float_for(t, p, "b", b)) || !tgi_need_same_dtype(t, "x", x, "w", w) ||

@@ -16,20 +16,39 @@ static bool need_2d(tg_tape *t, const char *arg, const tgi_value *w, int64_t row
                   tgi_shape_str(w->shape, w->ndim, s, sizeof s), want);
 }
 
-tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_id wo_id, const tg_mha_options *opts) {
+void tg_mha_options_init(tg_mha_options *o) {
+  if (o)
+    *o = (tg_mha_options){.struct_size = sizeof *o,
+                          .heads_q = 0,
+                          .heads_kv = 0,
+                          .causal = 0,
+                          .rel = NULL,
+                          .attention_provider = TG_PROVIDER_AUTO,
+                          .scale = TG_SCALE_AUTO,
+                          .attention_dropout_keep = 1};
+}
+
+tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_id wo_id,
+             const tg_mha_options *opts_in) {
   if (!tgi_op_begin(t, "tg_mha")) return TG_NO_ID;
   tgi_value *x = tgi_arg(t, "x", x_id);
   tgi_value *wq = x ? tgi_arg(t, "wq", wq_id) : NULL, *wk = wq ? tgi_arg(t, "wk", wk_id) : NULL;
   tgi_value *wv = wk ? tgi_arg(t, "wv", wv_id) : NULL, *wo = wv ? tgi_arg(t, "wo", wo_id) : NULL;
   if (!wo) return TG_NO_ID;
-  if (!opts)
-    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'opts' is NULL; expected options with heads_q >= 1"),
+  if (!opts_in)
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "argument 'opts' is NULL; expected tg_mha_options (tg_mha_options_init, then heads_q, heads_kv)"),
            TG_NO_ID;
-  int64_t Hq = opts->heads_q, Hkv = opts->heads_kv ? opts->heads_kv : opts->heads_q;
+  tg_mha_options ob;
+  tg_mha_options_init(&ob);
+  const char *why = tgi_opts_copy(&ob, sizeof ob, opts_in);
+  if (why) return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'opts' (tg_mha_options): %s", why), TG_NO_ID;
+  const tg_mha_options *opts = &ob;
+  int64_t Hq = opts->heads_q, Hkv = opts->heads_kv;
   if (Hq < 1 || Hkv < 1)
     return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
-                    "options heads_q = %d, heads_kv = %d; expected heads_q >= 1 and "
-                    "heads_kv >= 1 (0: heads_q)",
+                    "options heads_q = %d, heads_kv = %d; expected both >= 1 (set heads_kv = heads_q for plain "
+                    "multi-head attention)",
                     opts->heads_q, opts->heads_kv),
            TG_NO_ID;
   if (Hq % Hkv)
@@ -60,21 +79,26 @@ tg_id tg_mha(tg_tape *t, tg_id x_id, tg_id wq_id, tg_id wk_id, tg_id wv_id, tg_i
   snprintf(want, sizeof want, "[Hq*Dv=%lld, dModel=%lld]", (long long)(Hq * Dv), (long long)dm);
   if (!need_2d(t, "wo", wo, Hq * Dv, dm, want)) return TG_NO_ID;
 
-  /* dense / causal relations are plain data: built here, copied into the attention node */
-  tg_relation local;
+  /* without opts->rel, a dense or causal relation built here; the attention node holds it */
+  tg_relation *local = NULL;
   const tg_relation *rel = opts->rel;
   if (!rel) {
-    tgi_rel_init_simple(&local, t->rt, opts->causal ? TG_REL_CAUSAL : TG_REL_DENSE, n, n);
-    rel = &local;
+    if (!(local = tgi_rel_new_simple(t->rt, opts->causal ? TG_REL_CAUSAL : TG_REL_DENSE, n, n)))
+      return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for the attention relation"), TG_NO_ID;
+    rel = local;
   }
   int64_t sq[4] = {B, n, Hq, D}, sk[4] = {B, n, Hkv, D}, sv[4] = {B, n, Hkv, Dv}, so[3] = {B, n, Hq * Dv};
-  tg_id q = tg_reshape(t, tg_linear(t, x_id, wq_id, TG_NO_ID), 4, sq);
-  tg_id k = tg_reshape(t, tg_linear(t, x_id, wk_id, TG_NO_ID), 4, sk);
-  tg_id v = tg_reshape(t, tg_linear(t, x_id, wv_id, TG_NO_ID), 4, sv);
+  tg_id q = tg_reshape(t, tg_linear(t, x_id, wq_id, TG_ABSENT), 4, sq);
+  tg_id k = tg_reshape(t, tg_linear(t, x_id, wk_id, TG_ABSENT), 4, sk);
+  tg_id v = tg_reshape(t, tg_linear(t, x_id, wv_id, TG_ABSENT), 4, sv);
   tg_provider prev = t->provider;
   if (opts->attention_provider != TG_PROVIDER_AUTO) tg_tape_set_provider(t, opts->attention_provider, &prev);
-  tg_attention_options ao = {opts->scale, 0, NULL, opts->attention_dropout_keep};
+  tg_attention_options ao;
+  tg_attention_options_init(&ao);
+  ao.scale = opts->scale;
+  ao.dropout_keep = opts->attention_dropout_keep;
   tg_id o = tg_attention(t, q, k, v, rel, &ao);
   tg_tape_set_provider(t, prev, NULL); /* restored whatever happened */
-  return tg_linear(t, tg_reshape(t, o, 3, so), wo_id, TG_NO_ID);
+  if (local) tgi_rel_release(local);   /* the node holds it now (or nothing does) */
+  return tg_linear(t, tg_reshape(t, o, 3, so), wo_id, TG_ABSENT);
 }

@@ -1,5 +1,6 @@
-/* Relations: which key j each query i may attend to. Built and validated once (sizes, offsets,
- * sortedness), then read by every attention node that uses them. Index arrays are copied. */
+/* Relations: which key j each query i may attend to (which edges j -> i a graph has). Built and
+ * validated once (sizes, offsets, sortedness), then read by every node that uses them. Index
+ * arrays are copied. Lifetimes and the cached device form: relation.h. */
 #include "relation.h"
 
 #include <stdio.h>
@@ -38,21 +39,27 @@ static tg_status check_size(tg_runtime *rt, const char *fn, const char *arg, int
   return TG_OK;
 }
 
-static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
-  tg_relation *r = calloc(1, sizeof *r);
-  if (r) tgi_rel_init_simple(r, rt, kind, nq, nk);
-  return r;
+/* Checks a caller's (pointer, byte count) pair against the bytes a call needs. */
+static tg_status check_bytes(tg_runtime *rt, const char *fn, const char *arg, const void *p, size_t bytes, size_t need,
+                             const char *what) {
+  if (!p && need)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s' is NULL; expected %s (%zu bytes)", arg, what,
+                     need);
+  if (bytes != need)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument '%s_bytes' is %zu; %s take %zu bytes", arg, bytes, what,
+                     need);
+  return TG_OK;
 }
 
 /* Allowed keys of query i under bottom-right causal alignment: j <= i + nk - nq. */
-static int64_t causal_row(int64_t i, int64_t nq, int64_t nk) {
-  int64_t c = i + nk - nq + 1;
-  return c < 0 ? 0 : c > nk ? nk : c;
-}
+static int64_t causal_row(int64_t i, int64_t nq, int64_t nk);
 
-void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
-  memset(r, 0, sizeof *r);
+static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
+  tg_relation *r = calloc(1, sizeof *r);
+  if (!r) return NULL;
+  r->refs = 1;
   r->rt = rt;
+  tgi_rt_retain(rt);
   r->kind = kind;
   r->nq = nq;
   r->nk = nk;
@@ -61,6 +68,49 @@ void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, 
       r->allowed += causal_row(i, nq, nk);
   else
     r->allowed = nq * nk;
+  return r;
+}
+
+tg_relation *tgi_rel_new_simple(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
+  return rel_new(rt, kind, nq, nk);
+}
+
+static void dev_free(tg_relation *r) {
+  tgi_device *d = r->rt->dev;
+  void *ps[] = {r->dev.row_ptr, r->dev.t_ptr, r->dev.t_edge, r->dev.col_idx,
+                r->dev.t_row,   r->dev.mask,  r->dev.prep,   r->dev.cu};
+  for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
+    if (ps[i]) tgi_device_free(d, ps[i]);
+  memset(&r->dev, 0, sizeof r->dev);
+}
+
+void tgi_rel_retain(tg_relation *r) { r->refs++; }
+
+void tgi_rel_release(tg_relation *r) {
+  if (--r->refs > 0) return;
+  dev_free(r);
+  free(r->mask);
+  free(r->cu_q);
+  free(r->cu_k);
+  free(r->row_ptr);
+  free(r->col_idx);
+  free(r->hcsr_row_ptr);
+  free(r->hcsr_col_idx);
+  tgi_rt_release(r->rt);
+  free(r);
+}
+
+static void drop_rel(void *p) { tgi_rel_release(p); }
+
+void tgi_rel_hold(tgi_node *n, tg_relation *r) {
+  tgi_rel_retain(r);
+  n->held = r;
+  n->drop = drop_rel;
+}
+
+static int64_t causal_row(int64_t i, int64_t nq, int64_t nk) {
+  int64_t c = i + nk - nq + 1;
+  return c < 0 ? 0 : c > nk ? nk : c;
 }
 
 static tg_status simple(tg_runtime *rt, const char *fn, tg_relation_kind kind, int64_t nq, int64_t nk,
@@ -107,7 +157,7 @@ static int mask_coarse(const uint8_t *m, int64_t nb, int64_t nq, int64_t nk) {
 }
 
 tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk, const uint8_t *mask,
-                           tg_relation **out) {
+                           size_t mask_bytes, tg_relation **out) {
   const char *fn = "tg_relation_mask";
   tg_status s = rel_begin(rt, fn, out);
   if (!s) s = check_size(rt, fn, "nq", nq);
@@ -118,14 +168,15 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
                      "argument 'batch' is %lld; expected 0 (one [nq, nk] mask shared by every batch entry) or a "
                      "batch count >= 1",
                      (long long)batch);
-  if (!mask)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'mask' is NULL; expected %lld bytes ([%s%lld, %lld])",
-                     (long long)((batch ? batch : 1) * nq * nk), batch ? "batch, " : "", (long long)nq, (long long)nk);
   int64_t n = (batch ? batch : 1) * nq * nk;
+  if ((s = check_bytes(rt, fn, "mask", mask, mask_bytes, (size_t)n,
+                       batch ? "[batch, nq, nk] mask bytes" : "[nq, nk] mask bytes")))
+    return s;
   tg_relation *r = rel_new(rt, TG_REL_MASK, nq, nk);
   uint8_t *m = malloc((size_t)n);
   if (!r || !m) {
-    free(r), free(m);
+    if (r) tgi_rel_release(r);
+    free(m);
     return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld mask bytes)", (long long)n);
   }
   r->allowed = 0;
@@ -159,15 +210,24 @@ static int64_t check_offsets(tg_runtime *rt, const char *fn, const char *arg, co
   return cu[n];
 }
 
-tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q, const int32_t *cu_seqlens_k,
-                             int causal, tg_relation **out) {
+tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqlens_q, size_t cu_seqlens_q_bytes,
+                             const int32_t *cu_seqlens_k, size_t cu_seqlens_k_bytes, int causal, tg_relation **out) {
   const char *fn = "tg_relation_varlen";
   tg_status s = rel_begin(rt, fn, out);
   if (s) return s;
-  if (n_seqs < 1) return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'n_seqs' is %d; expected >= 1", n_seqs);
-  if (!cu_seqlens_q)
+  if (n_seqs < 1 || n_seqs == INT32_MAX)
+    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'n_seqs' is %d; expected 1 <= n_seqs < %d", n_seqs,
+                     INT32_MAX);
+  size_t need = ((size_t)n_seqs + 1) * sizeof(int32_t);
+  if ((s = check_bytes(rt, fn, "cu_seqlens_q", cu_seqlens_q, cu_seqlens_q_bytes, need, "n_seqs + 1 int32 offsets")))
+    return s;
+  if (cu_seqlens_k &&
+      (s = check_bytes(rt, fn, "cu_seqlens_k", cu_seqlens_k, cu_seqlens_k_bytes, need, "n_seqs + 1 int32 offsets")))
+    return s;
+  if (!cu_seqlens_k && cu_seqlens_k_bytes)
     return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                     "argument 'cu_seqlens_q' is NULL; expected n_seqs + 1 = %d offsets", n_seqs + 1);
+                     "argument 'cu_seqlens_k' is NULL with cu_seqlens_k_bytes %zu; pass NULL with 0 (same as q)",
+                     cu_seqlens_k_bytes);
   const int32_t *cu_k = cu_seqlens_k ? cu_seqlens_k : cu_seqlens_q;
   int32_t max_q, max_k;
   int64_t nq = check_offsets(rt, fn, "cu_seqlens_q", cu_seqlens_q, n_seqs, &max_q, &s);
@@ -178,7 +238,8 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   size_t bytes = (size_t)(n_seqs + 1) * sizeof(int32_t);
   int32_t *q = malloc(bytes), *k = malloc(bytes);
   if (!r || !q || !k) {
-    free(r), free(q), free(k);
+    if (r) tgi_rel_release(r);
+    free(q), free(k);
     return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory");
   }
   memcpy(q, cu_seqlens_q, bytes);
@@ -200,16 +261,16 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   return TG_OK;
 }
 
-tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, const int32_t *col_idx,
-                          tg_relation **out) {
+tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t *row_ptr, size_t row_ptr_bytes,
+                          const int32_t *col_idx, size_t col_idx_bytes, tg_relation **out) {
   const char *fn = "tg_relation_csr";
   tg_status s = rel_begin(rt, fn, out);
   if (!s) s = check_size(rt, fn, "nq", nq);
   if (!s) s = check_size(rt, fn, "nk", nk);
   if (s) return s;
-  if (!row_ptr)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'row_ptr' is NULL; expected nq + 1 = %lld offsets",
-                     (long long)nq + 1);
+  if ((s = check_bytes(rt, fn, "row_ptr", row_ptr, row_ptr_bytes, (size_t)(nq + 1) * sizeof(int64_t),
+                       "nq + 1 int64 row offsets")))
+    return s;
   if (row_ptr[0] != 0)
     return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'row_ptr' has row_ptr[0] = %lld; expected 0",
                      (long long)row_ptr[0]);
@@ -226,9 +287,9 @@ tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t 
         rt, TG_ERR_INVALID_ARGUMENT, fn,
         "argument 'row_ptr' ends at nnz = %lld; expected at most nq * nk = %lld (columns are unique per row)",
         (long long)nnz, (long long)(nq * nk));
-  if (nnz > 0 && !col_idx)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'col_idx' is NULL; expected nnz = %lld column indices",
-                     (long long)nnz);
+  char what[64];
+  snprintf(what, sizeof what, "nnz = %lld int32 column indices", (long long)nnz);
+  if ((s = check_bytes(rt, fn, "col_idx", col_idx, col_idx_bytes, (size_t)nnz * sizeof(int32_t), what))) return s;
   for (int64_t i = 0; i < nq; i++)
     for (int64_t e = row_ptr[i]; e < row_ptr[i + 1]; e++) {
       if (col_idx[e] < 0 || col_idx[e] >= nk)
@@ -245,7 +306,8 @@ tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t 
   int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
   int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
-    free(r), free(rp), free(ci);
+    if (r) tgi_rel_release(r);
+    free(rp), free(ci);
     return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld column indices)", (long long)nnz);
   }
   memcpy(rp, row_ptr, (size_t)(nq + 1) * sizeof *rp);
@@ -288,14 +350,15 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
   int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
   int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
-    free(r), free(rp), free(ci);
+    if (r) tgi_rel_release(r);
+    free(rp), free(ci);
     return rel_error(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of host memory (%lld allowed pairs)", (long long)nnz);
   }
   /* part p's rows follow the earlier parts' rows, its key indices are shifted by their keys */
   int64_t row = 0, e = 0, koff = 0;
   rp[0] = 0;
   for (int p = 0; p < n; p++) {
-    host_attn_rel v;
+    host_rel v;
     tgi_rel_host_view(parts[p], &v);
     for (int64_t i = 0; i < parts[p]->nq; i++, row++) {
       int64_t c = host_rel_row(&v, 0, i, ci + e);
@@ -315,13 +378,7 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
 }
 
 void tg_relation_destroy(tg_relation *r) {
-  if (!r) return;
-  free(r->mask);
-  free(r->cu_q);
-  free(r->cu_k);
-  free(r->row_ptr);
-  free(r->col_idx);
-  free(r);
+  if (r) tgi_rel_release(r);
 }
 
 tg_status tg_relation_info(const tg_relation *r, tg_relation_kind *kind, int64_t *nq, int64_t *nk,
@@ -337,31 +394,24 @@ tg_status tg_relation_info(const tg_relation *r, tg_relation_kind *kind, int64_t
   return TG_OK;
 }
 
-void tgi_rel_host_view(const tg_relation *r, host_attn_rel *v) {
-  static const host_rel_kind map[] = {HOST_REL_DENSE,  HOST_REL_CAUSAL, HOST_REL_MASK,
-                                      HOST_REL_VARLEN, HOST_REL_CSR,    HOST_REL_CSR};
-  memset(v, 0, sizeof *v);
-  v->kind = map[r->kind];
-  v->nq = r->nq;
-  v->nk = r->nk;
-  v->mask = r->mask;
-  v->mask_batch = r->mask_batch;
-  v->cu_q = r->cu_q;
-  v->cu_k = r->cu_k;
-  v->n_seqs = r->n_seqs;
-  v->causal = r->causal;
-  v->row_ptr = r->row_ptr;
-  v->col_idx = r->col_idx;
-}
-
-const char *tgi_rel_kind_name(tg_relation_kind k) {
-  static const char *names[] = {"dense", "causal", "mask", "varlen", "csr", "concat"};
-  return (unsigned)k < 6 ? names[k] : "unknown";
-}
-
-void tgi_rel_dense_mask(const tg_relation *r, uint8_t *dst) {
-  memset(dst, 0, (size_t)(r->nq * r->nk));
-  for (int64_t i = 0; i < r->nq; i++)
-    for (int64_t e = r->row_ptr[i]; e < r->row_ptr[i + 1]; e++)
-      dst[i * r->nk + r->col_idx[e]] = 1;
+tg_status tg_relation_read_csr(const tg_relation *r, int64_t batch, int64_t *row_ptr, size_t row_ptr_bytes,
+                               int32_t *col_idx, size_t col_idx_bytes) {
+  const char *fn = "tg_relation_read_csr";
+  if (!r) return rel_error(NULL, TG_ERR_INVALID_ARGUMENT, fn, "argument 'rel' is NULL; expected a relation");
+  int64_t nb = r->kind == TG_REL_MASK && r->mask_batch > 1 ? r->mask_batch : 1;
+  if (batch < 0 || batch >= nb)
+    return rel_error(r->rt, TG_ERR_INVALID_ARGUMENT, fn, "argument 'batch' is %lld; expected %s", (long long)batch,
+                     nb > 1 ? "a batch entry of the per-batch mask" : "0 (the relation is the same for every entry)");
+  tg_status s = check_bytes(r->rt, fn, "row_ptr", row_ptr, row_ptr_bytes, (size_t)(r->nq + 1) * sizeof(int64_t),
+                            "nq + 1 int64 row offsets");
+  if (s) return s;
+  host_rel v;
+  tgi_rel_host_view(r, &v);
+  host_rel_to_csr(&v, batch, row_ptr, NULL);
+  if (!col_idx && col_idx_bytes == 0) return TG_OK;
+  if ((s = check_bytes(r->rt, fn, "col_idx", col_idx, col_idx_bytes, (size_t)row_ptr[r->nq] * sizeof(int32_t),
+                       "row_ptr[nq] int32 column indices")))
+    return s;
+  host_rel_to_csr(&v, batch, row_ptr, col_idx);
+  return TG_OK;
 }

@@ -1,19 +1,28 @@
-/* The relation handle, shared by the ops that consume relations (attention, mha).
+/* The relation handle, shared by every op that consumes a relation (attention, mha, the graph
+ * ops). It includes nothing of any op: ops ask it for the form their kernels read.
  *
- * A relation is plain host data: sizes plus the copied index arrays, validated once when built.
- * It holds no device memory. CUDA providers stage what they need (mask bytes, cu_seqlens, the
- * fused kernels' prepared mask) into the tape's device arena for the step, so a relation never
- * depends on its runtime being alive and tg_relation_destroy is a plain free. `rt` is recorded
- * only to refuse use on a tape of another runtime. */
+ * A relation is host data (sizes plus the copied index arrays, validated once when built) and,
+ * on a CUDA runtime, a device form built on demand and cached here (CSR and its transpose, the
+ * mask's u8 bytes and the fused kernels' bitmask + tile summary, cu_seqlens). Device memory comes
+ * from the runtime's counted allocator and is freed (stream-ordered) with the relation.
+ *
+ * Lifetime: reference counted (tiga.h). The caller's handle is one reference, each node that
+ * uses the relation holds one (tgi_rel_hold), and the relation holds one on its runtime, so its
+ * device memory can always be freed on a live device. */
 #ifndef TIGA_OPS_RELATION_H
 #define TIGA_OPS_RELATION_H
-#include "../host/attention.h"
+#include "../host/relation.h"
 #include "../tape/internal.h"
 
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/relation.h"
+#endif
+
 struct tg_relation {
-  tg_runtime *rt;
+  _Atomic int64_t refs;
+  tg_runtime *rt;        /* referenced */
   tg_relation_kind kind; /* as built; CONCAT is stored in the CSR fields */
-  int64_t nq, nk;        /* per attention batch entry (VARLEN: packed totals) */
+  int64_t nq, nk;        /* per batch entry (VARLEN: packed totals) */
   int64_t allowed;       /* allowed pairs (per-batch masks: summed over entries) */
   /* MASK: (mask_batch ? mask_batch : 1) * nq * nk bytes, 0 / 1 */
   int64_t mask_batch;
@@ -33,18 +42,50 @@ struct tg_relation {
   int64_t *row_ptr;
   int32_t *col_idx;
   int n_parts;
+  /* Destination-major CSR of batch entry 0 for the other kinds (graph ops on the host), built
+   * on demand: hcsr_row_ptr [nq + 1], hcsr_col_idx [hcsr_nnz]. */
+  int64_t *hcsr_row_ptr;
+  int32_t *hcsr_col_idx;
+  int64_t hcsr_nnz;
+  /* Device form (CUDA runtimes), each part built the first time a node needs it. */
+  struct {
+    int64_t *row_ptr, *t_ptr, *t_edge;
+    int32_t *col_idx, *t_row;
+    uint8_t *mask;    /* u8 [mask_batch or 1, nq, nk] (MASK; CSR / CONCAT densified for COMPOSED) */
+    void *prep;       /* the fused kernels' prepared mask (cuda_attention_fused_mask_prepare) */
+    int32_t *cu;      /* VARLEN: cu_q then cu_k, n_seqs + 1 each */
+    size_t bytes;     /* device bytes held by the parts above */
+    uint64_t uploads; /* host -> device copies made so far (tests, explain) */
+  } dev;
 };
 
-/* A dense or causal relation filled in place (no allocation; nothing to destroy). Used for the
- * relations that ops build internally (tg_mha). */
-void tgi_rel_init_simple(tg_relation *r, tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk);
+/* References (tiga.h: lifetimes). Release frees the relation and its device form at zero. */
+void tgi_rel_retain(tg_relation *r);
+void tgi_rel_release(tg_relation *r);
+/* Makes node n hold a reference to r (dropped with the node). */
+void tgi_rel_hold(tgi_node *n, tg_relation *r);
+
+/* A dense or causal relation on the heap (one reference, the caller's), for relations that ops
+ * build internally (tg_mha). NULL when out of memory. */
+tg_relation *tgi_rel_new_simple(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk);
 
 /* The host kernels' view of r (CONCAT appears as CSR). */
-void tgi_rel_host_view(const tg_relation *r, host_attn_rel *v);
+void tgi_rel_host_view(const tg_relation *r, host_rel *v);
+/* Destination-major CSR of batch entry 0 (the relation's own arrays for CSR / CONCAT, else a
+ * cached materialisation). false + sticky error on t when out of memory. */
+bool tgi_rel_host_csr(tg_tape *t, tg_relation *r, const int64_t **row_ptr, const int32_t **col_idx, int64_t *nnz);
 
 /* Static name: "dense", "causal", "mask", "varlen", "csr", "concat". */
 const char *tgi_rel_kind_name(tg_relation_kind k);
+/* "csr nnz=1234 dev=56KB" style summary for explain lines. */
+void tgi_rel_describe(const tg_relation *r, char *buf, size_t cap);
 
-/* Dense u8 mask [nq, nk] of a CSR / CONCAT relation, written into dst (nq * nk bytes). */
-void tgi_rel_dense_mask(const tg_relation *r, uint8_t *dst);
+#ifdef TIGA_HAVE_CUDA
+/* Device forms for the tape's runtime (== r->rt), built and uploaded once, then cached. Each
+ * returns false / NULL with a sticky error on t. */
+bool tgi_rel_dev_csr(tg_tape *t, tg_relation *r, bool transpose, tgc_csr *out);
+const uint8_t *tgi_rel_dev_mask(tg_tape *t, tg_relation *r);
+const void *tgi_rel_dev_mask_prep(tg_tape *t, tg_relation *r);
+const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r);
+#endif
 #endif

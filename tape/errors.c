@@ -1,7 +1,9 @@
-/* Status names, dtype and provider names, the thread-local fallback message. */
+/* Errors: the thread-local fallback message, the runtime's and the tape's messages (returned and
+ * sticky), status / dtype / provider names. */
 #include "internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_error[TGI_MSG_CAP];
 
@@ -14,9 +16,62 @@ void tgi_set_last_error(const char *fmt, ...) {
 
 const char *tg_last_error(void) { return last_error; }
 
+tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(rt->msg, sizeof rt->msg, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char tmp[TGI_MSG_CAP];
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (t->status == TG_OK) memcpy(t->msg, tmp, sizeof tmp); /* never hide a sticky message */
+  tgi_set_last_error("%s", tmp);
+  return s;
+}
+
+bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) {
+  if (t->status != TG_OK) return false; /* the first failure wins */
+  char tmp[TGI_MSG_CAP];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  snprintf(t->msg, sizeof t->msg, "%s: %s", t->cur_op ? t->cur_op : "tiga", tmp);
+  t->status = s;
+  tgi_set_last_error("%s", t->msg);
+  return false;
+}
+
+const char *tgc_error(void);
+
+bool tgi_fail_cuda(tg_tape *t, tg_status s, const char *what) {
+  return tgi_fail(t, s, "CUDA %s failed: %s", what, tgc_error());
+}
+
 int tg_api_version(void) { return TIGA_API_VERSION; }
 
-const char *tg_version_string(void) { return tgi_device_compiled() ? "0.1.0 (cuda)" : "0.1.0 (host-only)"; }
+#define TGI_STR2(x) #x
+#define TGI_STR(x) TGI_STR2(x)
+#define TGI_VERSION TGI_STR(TIGA_VERSION_MAJOR) "." TGI_STR(TIGA_VERSION_MINOR) "." TGI_STR(TIGA_VERSION_PATCH)
+const char *tg_version_string(void) {
+  return tgi_device_compiled() ? TGI_VERSION " (cuda)" : TGI_VERSION " (host-only)";
+}
+
+const char *tgi_opts_copy(void *dst, size_t dst_size, const void *src) {
+  size_t n;
+  memcpy(&n, src, sizeof n);
+  if (n == 0) return "its struct_size is 0: initialise it with its init function first";
+  if (n > dst_size) return "its struct_size is larger than this library's: built against a newer tiga.h";
+  if (n < dst_size) return "its struct_size is smaller than this library's and no older layout of it was published";
+  memcpy(dst, src, n);
+  return NULL;
+}
 
 const char *tg_status_string(tg_status s) {
   switch (s) {

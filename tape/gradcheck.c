@@ -1,6 +1,5 @@
 /* tg_gradcheck: analytic gradients against central differences in float64 (PyTorch's
  * conventions: eps 1e-6, atol 1e-5, rtol 1e-3), full or fast (random directions) mode. */
-#include "../host/random.h"
 #include "internal.h"
 
 #include <math.h>
@@ -8,17 +7,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-tg_gradcheck_options tg_gradcheck_defaults(void) {
-  tg_gradcheck_options o;
-  memset(&o, 0, sizeof o);
-  o.eps = 1e-6;
-  o.atol = 1e-5;
-  o.rtol = 1e-3;
-  o.fast_mode = 0;
-  o.fast_directions = 4;
-  o.seed = 0x6c8e9cf570932bd5ull;
-  o.provider = TG_PROVIDER_AUTO;
-  return o;
+void tg_gradcheck_options_init(tg_gradcheck_options *o) {
+  if (!o) return;
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->eps = 1e-6;
+  o->atol = 1e-5;
+  o->rtol = 1e-3;
+  o->fast_mode = 0;
+  o->fast_directions = 4;
+  o->seed = 0;
+  o->provider = TG_PROVIDER_AUTO;
+}
+
+void tg_gradcheck_input_init(tg_gradcheck_input *in) {
+  if (!in) return;
+  memset(in, 0, sizeof *in);
+  in->struct_size = sizeof *in;
+}
+
+void tg_gradcheck_result_init(tg_gradcheck_result *r) {
+  if (!r) return;
+  memset(r, 0, sizeof *r);
+  r->struct_size = sizeof *r;
+}
+
+/* Fast-mode directions: standard normals by Box-Muller on splitmix64 draws (they need not match
+ * any provider's stream, only be reproducible from the seed). */
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+static double normal_draw(uint64_t *state) {
+  double u1 = ((double)(splitmix64(state) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
+  double u2 = (double)(splitmix64(state) >> 11) * 0x1.0p-53;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 typedef struct {
@@ -43,7 +68,7 @@ static tg_status gc_build(gc_ctx *c, bool grad, tg_id *y) {
     const tg_gradcheck_input *in = &c->in[i];
     const void *data = c->x[i] ? (const void *)c->x[i] : in->data;
     unsigned flags = (grad && in->differentiable) ? TG_REQUIRES_GRAD : 0;
-    s = tg_tape_input(c->t, in->dtype, in->ndim, in->shape, data, flags, &c->ids[i]);
+    s = tg_tape_input(c->t, in->dtype, in->ndim, in->shape, data, in->data_bytes, flags, &c->ids[i]);
     if (s) return tgi_rt_error(c->rt, s, "tg_gradcheck: input %d: %s", i, tg_tape_error(c->t));
   }
   *y = c->fn(c->t, c->ids, c->user);
@@ -95,15 +120,41 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
     return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
                         "tg_gradcheck: arguments 'n_inputs' (%d) / 'inputs' (%p); expected at least one input",
                         n_inputs, (const void *)inputs);
-  tg_gradcheck_options o = opts ? *opts : tg_gradcheck_defaults();
+  if (result) {
+    size_t rs;
+    memcpy(&rs, result, sizeof rs);
+    if (rs != sizeof *result)
+      return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: argument 'result' has struct_size %zu; %s", rs,
+                          rs ? "this library's tg_gradcheck_result differs (built against another tiga.h)"
+                             : "initialise it with tg_gradcheck_result_init");
+  }
+  tg_gradcheck_options o;
+  tg_gradcheck_options_init(&o);
+  const char *why = opts ? tgi_opts_copy(&o, sizeof o, opts) : NULL;
+  if (why)
+    return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: argument 'opts' (tg_gradcheck_options): %s", why);
+  /* the caller's array has a stride of inputs[0].struct_size (tiga.h) */
+  size_t stride;
+  memcpy(&stride, inputs, sizeof stride);
+  if (stride != sizeof(tg_gradcheck_input))
+    return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: argument 'inputs' has struct_size %zu; %s", stride,
+                        stride ? "this library's tg_gradcheck_input differs (built against another tiga.h)"
+                               : "initialise each element with tg_gradcheck_input_init");
   if (!(o.eps > 0) || !(o.atol >= 0) || !(o.rtol >= 0))
     return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
                         "tg_gradcheck: options eps=%g atol=%g rtol=%g; expected eps > 0, "
                         "atol >= 0, rtol >= 0",
                         o.eps, o.atol, o.rtol);
-  if (o.fast_mode && o.fast_directions <= 0) o.fast_directions = 4;
+  if (o.fast_mode && o.fast_directions <= 0)
+    return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
+                        "tg_gradcheck: option fast_directions is %d; expected >= 1 in fast mode", o.fast_directions);
   int ndiff = 0;
   for (int i = 0; i < n_inputs; i++) {
+    if (inputs[i].struct_size != stride)
+      return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
+                          "tg_gradcheck: input %d has struct_size %zu, input 0 has %zu; initialise every element with "
+                          "tg_gradcheck_input_init",
+                          i, inputs[i].struct_size, stride);
     if (inputs[i].differentiable && inputs[i].dtype != TG_F64)
       return tgi_rt_error(rt, TG_ERR_DTYPE, "tg_gradcheck: input %d is differentiable but has dtype %s; expected f64",
                           i, tg_dtype_name(inputs[i].dtype));
@@ -113,7 +164,7 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
   if (!ndiff) return tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT, "tg_gradcheck: no input is marked differentiable");
 
   tg_gradcheck_result r;
-  memset(&r, 0, sizeof r);
+  tg_gradcheck_result_init(&r);
   r.worst_input = -1;
   r.excess = -INFINITY;
   gc_ctx c = {rt, NULL, fn, user, n_inputs, inputs, NULL, NULL, NULL, o.provider};
@@ -133,8 +184,22 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
                        TG_MAX_DIMS);
       goto done;
     }
-    for (int d = 0; d < inputs[i].ndim; d++)
-      n *= inputs[i].shape[d] > 0 ? inputs[i].shape[d] : 1;
+    for (int d = 0; d < inputs[i].ndim; d++) {
+      if (inputs[i].shape[d] <= 0 || n > INT64_MAX / 16 / inputs[i].shape[d]) {
+        s = tgi_rt_error(rt, TG_ERR_SHAPE,
+                         "tg_gradcheck: input %d has size %lld at dim %d; expected > 0 (and a sane total)", i,
+                         (long long)inputs[i].shape[d], d);
+        goto done;
+      }
+      n *= inputs[i].shape[d];
+    }
+    if (inputs[i].data_bytes != (size_t)n * tg_dtype_size(inputs[i].dtype)) {
+      s = tgi_rt_error(rt, TG_ERR_INVALID_ARGUMENT,
+                       "tg_gradcheck: input %d has data_bytes %zu; %lld elements of %s need %zu", i,
+                       inputs[i].data_bytes, (long long)n, tg_dtype_name(inputs[i].dtype),
+                       (size_t)n * tg_dtype_size(inputs[i].dtype));
+      goto done;
+    }
     c.numel[i] = n;
     if (!inputs[i].differentiable) continue;
     c.x[i] = malloc((size_t)n * sizeof(double));
@@ -195,10 +260,11 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
         goto done;
       }
       memcpy(x0, x, (size_t)n * sizeof(double));
+      uint64_t state = o.seed ^ (0x6c8e9cf570932bd5ull * (uint64_t)(i + 1));
       for (int d = 0; d < o.fast_directions && !s; d++) {
         double norm = 0, a = 0, fp = 0, fm = 0;
         for (int64_t k = 0; k < n; k++) {
-          u[k] = host_normal(o.seed, (uint64_t)k, (uint64_t)(i * 1000 + d + 1));
+          u[k] = normal_draw(&state);
           norm += u[k] * u[k];
         }
         norm = sqrt(norm);

@@ -76,15 +76,25 @@ struct cublasContext *tgi_device_cublas(tgi_device *dev);
 /* cuBLASLt handle and a workspace for it (bytes in *bytes). */
 void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
 
-/* ------------------------------------------------------------ runtime */
+/* ------------------------------------------------------------ runtime
+ * Reference counted (tiga.h: lifetimes): the caller's handle, each tape and each relation hold
+ * one reference; the device is closed when the last one is dropped. */
 struct tg_runtime {
+  _Atomic int64_t refs;
   tgi_device *dev; /* NULL on a host-only runtime */
   int device_index;
-  struct tg_tape *tapes; /* live tapes (intrusive list) */
   char msg[TGI_MSG_CAP];
 };
 
 tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void tgi_rt_retain(tg_runtime *rt);
+void tgi_rt_release(tg_runtime *rt);
+
+/* ------------------------------------------------------------ options structs
+ * tiga.h's rule: an options struct starts with size_t struct_size. dst holds the init defaults
+ * (dst_size = the library's sizeof); the caller's struct src is copied over it up to its
+ * struct_size. Returns NULL on success, else why src was refused (static text). */
+const char *tgi_opts_copy(void *dst, size_t dst_size, const void *src);
 
 /* ------------------------------------------------------------ values */
 enum { TGI_ON_HOST = 1, TGI_ON_DEV = 2 };
@@ -137,6 +147,10 @@ typedef struct tgi_capsule {
 
 struct tgi_node {
   const tgi_capsule *cap;
+  /* An object the node keeps alive (e.g. a relation), released by drop() when the node is
+   * dropped (tg_tape_reset, tg_tape_destroy): the tape calls it without knowing what it is. */
+  void *held;
+  void (*drop)(void *held);
   uint32_t n_in, n_out;
   uint32_t *in; /* value slots (arena) */
   uint32_t out[2];
@@ -155,8 +169,7 @@ struct tgi_node {
 typedef struct tgi_slab tgi_slab;
 
 struct tg_tape {
-  tg_runtime *rt;
-  struct tg_tape *next_in_rt;
+  tg_runtime *rt; /* referenced */
 
   /* values: slabs of fixed size so tgi_value pointers stay valid while the tape grows */
   tgi_value **vslabs;
@@ -198,6 +211,11 @@ static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) { return (tg_id)(((u
 tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Looks an id up for a returning call; NULL with the message set on failure. */
 tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_status *st);
+/* A leaf value (input or parameter) from caller data (data_bytes checked); tg_tape_input's body. */
+tg_status tgi_new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, int ndim, const int64_t *shape,
+                       const void *data, size_t data_bytes, unsigned flags, tg_id *out);
+/* Checks ndim / shape of a returning call and gives numel (error on the tape). */
+tg_status tgi_check_shape(tg_tape *t, const char *fn, int ndim, const int64_t *shape, int64_t *numel);
 /* Slot index of a value pointer. */
 uint32_t tgi_slot_of(const tg_tape *t, const tgi_value *v);
 tg_id tgi_id_of(const tg_tape *t, const tgi_value *v);
@@ -218,6 +236,9 @@ bool tgi_op_begin(tg_tape *t, const char *op);
 bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Resolves an op argument; NULL (sticky error) when unknown or stale. */
 tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id);
+/* An optional argument: NULL without error for TG_ABSENT (*ok stays true); otherwise as
+ * tgi_arg (TG_NO_ID is an error that names TG_ABSENT). *ok false on failure. */
+tgi_value *tgi_arg_opt(tg_tape *t, const char *arg, tg_id id, bool *ok);
 /* Argument must be F32 or F64 (the host float types); false + sticky error otherwise. */
 bool tgi_need_float(tg_tape *t, const char *arg, const tgi_value *v);
 /* Argument must be a float dtype the provider computes in: HOST f32/f64, CUDA f32/f16/bf16. */
@@ -267,6 +288,9 @@ void *tgi_state_d(tg_tape *t, tgi_value *v, int which);
 /* Scratch memory valid until reset (host or device arena). NULL + sticky error on failure. */
 void *tgi_scratch_h(tg_tape *t, size_t bytes);
 void *tgi_scratch_d(tg_tape *t, size_t bytes);
+
+/* Drops what nodes [from, nnodes) hold (their drop callbacks) — reset and destroy. */
+void tgi_nodes_drop(tg_tape *t, uint32_t from);
 
 /* Records a node when grad is enabled (every op is recorded so explain shows the whole step);
  * marks the outputs as requiring grad when some input does. Returns NULL in no-grad mode or on

@@ -1,5 +1,5 @@
-/* What an op call does around its kernel: argument checks, sticky errors, provider choice,
- * result values, data placement and transfers, node recording. */
+/* What an op call does around its kernel: argument checks, provider choice, result values, node
+ * recording. (Placement of bytes: placement.c; error helpers: errors.c.) */
 #include "internal.h"
 
 #include <stdio.h>
@@ -17,22 +17,15 @@ bool tgi_op_begin(tg_tape *t, const char *op) {
   return true;
 }
 
-bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) {
-  if (t->status != TG_OK) return false; /* the first failure wins */
-  char tmp[TGI_MSG_CAP];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  snprintf(t->msg, sizeof t->msg, "%s: %s", t->cur_op ? t->cur_op : "tiga", tmp);
-  t->status = s;
-  tgi_set_last_error("%s", t->msg);
-  return false;
-}
-
 tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
+  if (id == TG_ABSENT) {
+    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is TG_ABSENT; expected the id of a value (it is not optional)", arg);
+    return NULL;
+  }
   if (id < 0) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is TG_NO_ID; expected the id of a value", arg);
+    tgi_fail(t, TG_ERR_INVALID_ID,
+             "argument '%s' is %s; expected the id of a value (was it the result of a failed call?)", arg,
+             id == TG_NO_ID ? "TG_NO_ID" : "a negative id");
     return NULL;
   }
   uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
@@ -56,6 +49,21 @@ tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
     tgi_fail(t, TG_ERR_STATE, "argument '%s' (id %lld) holds no data", arg, (long long)id);
     return NULL;
   }
+  return v;
+}
+
+tgi_value *tgi_arg_opt(tg_tape *t, const char *arg, tg_id id, bool *ok) {
+  *ok = true;
+  if (id == TG_ABSENT) return NULL;
+  if (id == TG_NO_ID) {
+    *ok = false;
+    tgi_fail(t, TG_ERR_INVALID_ID,
+             "argument '%s' is TG_NO_ID (what a failed call returns); pass TG_ABSENT for no %s, or the id of a value",
+             arg, arg);
+    return NULL;
+  }
+  tgi_value *v = tgi_arg(t, arg, id);
+  *ok = v != NULL;
   return v;
 }
 
@@ -127,172 +135,6 @@ tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape) {
   return v;
 }
 
-/* ------------------------------------------------------------ placement */
-
-static void *side_alloc(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
-  void **slot = side == TGI_ON_HOST ? &b->h : &b->d;
-  if (*slot) return *slot;
-  size_t bytes = v->bytes ? v->bytes : 1;
-  if (side == TGI_ON_DEV && !t->rt->dev) {
-    tgi_fail(t, TG_ERR_NO_DEVICE, "device memory needed, but the runtime is host-only");
-    return NULL;
-  }
-  if (v->kind == TGI_PARAM) {
-    if (side == TGI_ON_HOST) {
-      *slot = aligned_alloc(64, (bytes + 63) / 64 * 64);
-      if (!*slot) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory (%zu bytes for a parameter)", bytes);
-    } else {
-      char msg[TGI_MSG_CAP];
-      tg_status s = tgi_device_alloc(t->rt->dev, bytes, slot, msg);
-      if (s) tgi_fail(t, s, "%s", msg);
-    }
-  } else {
-    *slot = side == TGI_ON_HOST ? tgi_arena_alloc(&t->host_arena, bytes) : tgi_arena_alloc(&t->dev_arena, bytes);
-    if (!*slot)
-      tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of %s memory (%zu bytes for a step value)",
-               side == TGI_ON_HOST ? "host" : "device", bytes);
-  }
-  return *slot;
-}
-
-/* Makes side `side` of b current, copying from the other side when needed. */
-static void *make_current(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
-  if (b->valid & side) return side == TGI_ON_HOST ? b->h : b->d;
-  void *p = side_alloc(t, v, b, side);
-  if (!p) return NULL;
-  char msg[TGI_MSG_CAP];
-  tg_status s = TG_OK;
-  if (side == TGI_ON_HOST && (b->valid & TGI_ON_DEV)) {
-    s = tgi_device_d2h(t->rt->dev, p, b->d, v->bytes, msg);
-    t->pending_d2h++;
-  } else if (side == TGI_ON_DEV && (b->valid & TGI_ON_HOST)) {
-    /* step values live in pinned arena memory: upload asynchronously (reset waits for it);
-     * parameters' host copies are ordinary memory: synchronous */
-    s = v->kind == TGI_PARAM ? tgi_device_h2d(t->rt->dev, p, b->h, v->bytes, msg)
-                             : tgi_device_h2d_async(t->rt->dev, p, b->h, v->bytes, msg);
-    t->pending_h2d++;
-  } else {
-    return p; /* nothing valid anywhere: caller fills it */
-  }
-  if (s) {
-    tgi_fail(t, s, "moving a value between host and device failed: %s", msg);
-    return NULL;
-  }
-  b->valid |= (uint8_t)side;
-  return p;
-}
-
-void *tgi_read_h(tg_tape *t, tgi_value *v) {
-  if (!v->data.valid) {
-    tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
-    return NULL;
-  }
-  return make_current(t, v, &v->data, TGI_ON_HOST);
-}
-void *tgi_read_d(tg_tape *t, tgi_value *v) {
-  if (!v->data.valid) {
-    tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
-    return NULL;
-  }
-  return make_current(t, v, &v->data, TGI_ON_DEV);
-}
-void *tgi_write_h(tg_tape *t, tgi_value *v) {
-  void *p = side_alloc(t, v, &v->data, TGI_ON_HOST);
-  if (p) v->data.valid = TGI_ON_HOST;
-  return p;
-}
-void *tgi_write_d(tg_tape *t, tgi_value *v) {
-  void *p = side_alloc(t, v, &v->data, TGI_ON_DEV);
-  if (p) v->data.valid = TGI_ON_DEV;
-  return p;
-}
-
-static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
-  tgi_buf *b = &v->grad;
-  if (fresh) *fresh = false;
-  if (side == TGI_ON_HOST && b->valid == (TGI_ON_HOST | TGI_ON_DEV) && v->kind != TGI_PARAM) {
-    /* the host copy is about to change and may still be uploading */
-    char msg[TGI_MSG_CAP];
-    tg_status s = tgi_device_h2d_wait(t->rt->dev, msg);
-    if (s) {
-      tgi_fail(t, s, "%s", msg);
-      return NULL;
-    }
-  }
-  if (b->valid) {
-    void *p = make_current(t, v, b, side);
-    if (p) b->valid = (uint8_t)side; /* the caller accumulates into this side */
-    return p;
-  }
-  void *p = side_alloc(t, v, b, side);
-  if (!p) return NULL;
-  if (fresh) {
-    *fresh = true; /* the caller overwrites every element */
-  } else if (side == TGI_ON_HOST) {
-    memset(p, 0, v->bytes);
-  } else {
-    char msg[TGI_MSG_CAP];
-    tg_status s = tgi_device_zero(t->rt->dev, p, v->bytes, msg);
-    if (s) {
-      tgi_fail(t, s, "%s", msg);
-      return NULL;
-    }
-  }
-  b->valid = (uint8_t)side;
-  v->has_grad = true;
-  return p;
-}
-
-void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST, NULL); }
-void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_HOST, fresh); }
-void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_DEV, fresh); }
-
-static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
-  if (v->kind != TGI_PARAM) {
-    tgi_fail(t, TG_ERR_INTERNAL, "optimizer state asked for a value that is not a parameter");
-    return NULL;
-  }
-  tgi_buf *b = which ? &v->opt_v : &v->opt_m;
-  if (b->valid) {
-    void *p = make_current(t, v, b, side);
-    if (p) b->valid = (uint8_t)side; /* the caller updates this side */
-    return p;
-  }
-  void *p = side_alloc(t, v, b, side);
-  if (!p) return NULL;
-  if (side == TGI_ON_HOST) {
-    memset(p, 0, v->bytes);
-  } else {
-    char msg[TGI_MSG_CAP];
-    tg_status s = tgi_device_zero(t->rt->dev, p, v->bytes, msg);
-    if (s) {
-      tgi_fail(t, s, "%s", msg);
-      return NULL;
-    }
-  }
-  b->valid = (uint8_t)side;
-  return p;
-}
-
-void *tgi_state_h(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_HOST); }
-void *tgi_state_d(tg_tape *t, tgi_value *v, int which) { return state_side(t, v, which, TGI_ON_DEV); }
-void *tgi_grad_d(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_DEV, NULL); }
-
-void *tgi_scratch_h(tg_tape *t, size_t bytes) {
-  void *p = tgi_arena_alloc(&t->host_arena, bytes);
-  if (!p) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory (%zu bytes of scratch)", bytes);
-  return p;
-}
-void *tgi_scratch_d(tg_tape *t, size_t bytes) {
-  if (!t->rt->dev) {
-    tgi_fail(t, TG_ERR_NO_DEVICE, "device scratch needed, but the runtime is host-only");
-    return NULL;
-  }
-  void *p = tgi_arena_alloc(&t->dev_arena, bytes);
-  if (!p) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of device memory (%zu bytes of scratch)", bytes);
-  return p;
-}
-
 /* ------------------------------------------------------------ nodes */
 
 bool tgi_needs_grad(const tg_tape *t, uint32_t n_in, tgi_value *const *in) {
@@ -341,13 +183,16 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   return n;
 }
 
+void tgi_nodes_drop(tg_tape *t, uint32_t from) {
+  for (uint32_t i = from; i < t->nnodes; i++) {
+    tgi_node *n = &t->nodes[i];
+    if (n->drop) n->drop(n->held);
+    n->drop = NULL;
+    n->held = NULL;
+  }
+}
+
 tg_id tgi_done(tg_tape *t, tgi_value *v) {
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);
-}
-
-const char *tgc_error(void);
-
-bool tgi_fail_cuda(tg_tape *t, tg_status s, const char *what) {
-  return tgi_fail(t, s, "CUDA %s failed: %s", what, tgc_error());
 }

@@ -1,17 +1,9 @@
-/* The runtime: a device (or none) and the tapes made from it. */
+/* The runtime: a device (or none), reference counted by its caller, tapes and relations. */
 #include "internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(rt->msg, sizeof rt->msg, fmt, ap);
-  va_end(ap);
-  return s;
-}
 
 static tg_status create(int device, bool cuda, tg_runtime **out) {
   if (!out) {
@@ -26,6 +18,7 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
     return TG_ERR_OUT_OF_MEMORY;
   }
   rt->device_index = -1;
+  rt->refs = 1;
   if (cuda) {
     if (device < 0) {
       free(rt);
@@ -48,12 +41,16 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
 tg_status tg_runtime_create_host(tg_runtime **out) { return create(-1, false, out); }
 tg_status tg_runtime_create_cuda(int device, tg_runtime **out) { return create(device, true, out); }
 
-void tg_runtime_destroy(tg_runtime *rt) {
-  if (!rt) return;
-  while (rt->tapes)
-    tg_tape_destroy(rt->tapes);
+void tgi_rt_retain(tg_runtime *rt) { rt->refs++; }
+
+void tgi_rt_release(tg_runtime *rt) {
+  if (--rt->refs > 0) return;
   tgi_device_close(rt->dev);
   free(rt);
+}
+
+void tg_runtime_destroy(tg_runtime *rt) {
+  if (rt) tgi_rt_release(rt);
 }
 
 const char *tg_runtime_error(const tg_runtime *rt) { return rt ? rt->msg : tg_last_error(); }

@@ -36,19 +36,6 @@ static void dev_release(void *ctx, void *p) {
   tgi_device_free(rt->dev, p);
 }
 
-/* ------------------------------------------------------------ errors */
-
-tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char tmp[TGI_MSG_CAP];
-  vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (t->status == TG_OK) memcpy(t->msg, tmp, sizeof tmp); /* never hide a sticky message */
-  tgi_set_last_error("%s", tmp);
-  return s;
-}
-
 /* ------------------------------------------------------------ create / destroy */
 
 tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
@@ -64,6 +51,7 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   tg_tape *t = calloc(1, sizeof *t);
   if (!t) return tgi_rt_error(rt, TG_ERR_OUT_OF_MEMORY, "tg_tape_create: out of host memory");
   t->rt = rt;
+  tgi_rt_retain(rt);
   static _Atomic unsigned next_tag = 1;
   t->tag = 1 + (next_tag++ % 2047u);
   tgi_arena_init(&t->host_arena, 64, rt, host_alloc, host_release);
@@ -71,8 +59,6 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   t->grad_enabled = true;
   t->provider = TG_PROVIDER_AUTO;
   t->seed = 0x5eed;
-  t->next_in_rt = rt->tapes;
-  rt->tapes = t;
   *out = t;
   return TG_OK;
 }
@@ -103,6 +89,7 @@ void tg_tape_destroy(tg_tape *t) {
     char msg[TGI_MSG_CAP];
     tgi_device_h2d_wait(t->rt->dev, msg);
   }
+  tgi_nodes_drop(t, 0);
   for (uint32_t i = 0; i < t->nvals; i++)
     value_release(t, tgi_slot(t, i));
   for (uint32_t s = 0; s < t->nvslabs; s++)
@@ -112,10 +99,7 @@ void tg_tape_destroy(tg_tape *t) {
   free(t->nodes);
   tgi_arena_free(&t->host_arena);
   tgi_arena_free(&t->dev_arena);
-  tg_tape **pp = &t->rt->tapes;
-  while (*pp && *pp != t)
-    pp = &(*pp)->next_in_rt;
-  if (*pp) *pp = t->next_in_rt;
+  tgi_rt_release(t->rt);
   free(t);
 }
 
@@ -231,6 +215,7 @@ tg_status tg_tape_reset(tg_tape *t) {
   }
   for (uint32_t i = 0; i < t->nvals; i++)
     tgi_slot(t, i)->producer = -1;
+  tgi_nodes_drop(t, 0);
   t->nnodes = 0;
   tgi_arena_rewind(&t->host_arena);
   tgi_arena_rewind(&t->dev_arena);
@@ -268,7 +253,7 @@ tg_status tg_tape_set_seed(tg_tape *t, uint64_t seed) {
 
 /* ------------------------------------------------------------ creating values */
 
-static tg_status check_shape(tg_tape *t, const char *fn, int ndim, const int64_t *shape, int64_t *numel) {
+tg_status tgi_check_shape(tg_tape *t, const char *fn, int ndim, const int64_t *shape, int64_t *numel) {
   if (ndim < 0 || ndim > TG_MAX_DIMS)
     return tgi_error(t, TG_ERR_SHAPE, "%s: argument 'ndim' is %d; expected 0..%d", fn, ndim, TG_MAX_DIMS);
   if (ndim > 0 && !shape)
@@ -288,15 +273,15 @@ static tg_status check_shape(tg_tape *t, const char *fn, int ndim, const int64_t
 
 static bool is_float(tg_dtype dt) { return dt == TG_F32 || dt == TG_F64 || dt == TG_F16 || dt == TG_BF16; }
 
-static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, int ndim, const int64_t *shape,
-                          const void *data, unsigned flags, tg_id *out) {
+tg_status tgi_new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, int ndim, const int64_t *shape,
+                       const void *data, size_t data_bytes, unsigned flags, tg_id *out) {
   if (out) *out = TG_NO_ID;
   if (!out)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'out' is NULL; expected a tg_id* to receive the id", fn);
   if ((int)dt < 0 || dt >= TG_DTYPE_COUNT)
     return tgi_error(t, TG_ERR_DTYPE, "%s: argument 'dtype' is %d; expected a tg_dtype", fn, (int)dt);
   int64_t numel;
-  tg_status s = check_shape(t, fn, ndim, shape, &numel);
+  tg_status s = tgi_check_shape(t, fn, ndim, shape, &numel);
   if (s) return s;
   unsigned allowed = kind == TGI_PARAM ? TG_NO_WEIGHT_DECAY : TG_REQUIRES_GRAD;
   if (flags & ~allowed)
@@ -306,9 +291,16 @@ static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt
   if (grad && !is_float(dt))
     return tgi_error(t, TG_ERR_DTYPE, "%s: argument 'dtype' is %s; a value that requires grad must be a float dtype",
                      fn, tg_dtype_name(dt));
-  if (!data && kind != TGI_PARAM)
-    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'data' is NULL; expected %lld elements of %s", fn,
-                     (long long)numel, tg_dtype_name(dt));
+  size_t need = (size_t)numel * tg_dtype_size(dt);
+  if (!data && (kind != TGI_PARAM || data_bytes != 0))
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "%s: argument 'data' is NULL; expected %lld elements of %s (%zu bytes)%s", fn, (long long)numel,
+                     tg_dtype_name(dt), need, kind == TGI_PARAM ? ", or NULL with data_bytes 0 for zeros" : "");
+  if (data && data_bytes != need)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "%s: argument 'data_bytes' is %zu; shape %s of %s needs %lld x %zu = %zu bytes", fn, data_bytes,
+                     tgi_shape_str(shape, ndim, (char[TGI_SHAPE_STR_CAP]){0}, TGI_SHAPE_STR_CAP), tg_dtype_name(dt),
+                     (long long)numel, tg_dtype_size(dt), need);
   tgi_value *v = tgi_slot_new(t);
   if (!v) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   v->kind = (uint8_t)kind;
@@ -337,43 +329,21 @@ static tg_status new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt
   return TG_OK;
 }
 
-tg_status tg_tape_input(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, unsigned flags,
-                        tg_id *out) {
+tg_status tg_tape_input(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, size_t data_bytes,
+                        unsigned flags, tg_id *out) {
   NEED_TAPE("tg_tape_input");
-  return new_leaf(t, "tg_tape_input", TGI_INPUT, dt, ndim, shape, data, flags, out);
+  return tgi_new_leaf(t, "tg_tape_input", TGI_INPUT, dt, ndim, shape, data, data_bytes, flags, out);
 }
 
-tg_status tg_tape_parameter(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, unsigned flags,
-                            tg_id *out) {
+tg_status tg_tape_parameter(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data,
+                            size_t data_bytes, unsigned flags, tg_id *out) {
   NEED_TAPE("tg_tape_parameter");
-  return new_leaf(t, "tg_tape_parameter", TGI_PARAM, dt, ndim, shape, data, flags, out);
-}
-
-tg_status tg_tape_parameter_init(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const tg_init *init,
-                                 unsigned flags, tg_id *out) {
-  NEED_TAPE("tg_tape_parameter_init");
-  if (out) *out = TG_NO_ID;
-  if (dt != TG_F32 && dt != TG_F64)
-    return tgi_error(t, TG_ERR_DTYPE, "tg_tape_parameter_init: argument 'dtype' is %s; expected f32 or f64",
-                     tg_dtype_name(dt));
-  int64_t numel;
-  tg_status s = check_shape(t, "tg_tape_parameter_init", ndim, shape, &numel);
-  if (s) return s;
-  void *tmp = malloc((size_t)numel * tg_dtype_size(dt));
-  if (!tmp) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_parameter_init: out of host memory");
-  s = tg_init_fill(init, dt, ndim, shape, tmp);
-  if (s != TG_OK) {
-    free(tmp);
-    return tgi_error(t, s, "tg_tape_parameter_init: %s", tg_last_error());
-  }
-  s = new_leaf(t, "tg_tape_parameter_init", TGI_PARAM, dt, ndim, shape, tmp, flags, out);
-  free(tmp);
-  return s;
+  return tgi_new_leaf(t, "tg_tape_parameter", TGI_PARAM, dt, ndim, shape, data, data_bytes, flags, out);
 }
 
 /* ------------------------------------------------------------ queries and reads */
 
-tg_status tg_tape_shape(tg_tape *t, tg_id id, int *ndim, int64_t *shape) {
+tg_status tg_tape_shape(tg_tape *t, tg_id id, int *ndim, int64_t *shape, int shape_cap) {
   NEED_TAPE("tg_tape_shape");
   tg_status s;
   tgi_value *v = tgi_lookup(t, "tg_tape_shape", "id", id, &s);
@@ -381,6 +351,10 @@ tg_status tg_tape_shape(tg_tape *t, tg_id id, int *ndim, int64_t *shape) {
   if (!ndim || !shape)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_shape: argument '%s' is NULL; expected %s",
                      !ndim ? "ndim" : "shape", !ndim ? "an int*" : "room for TG_MAX_DIMS sizes");
+  if (shape_cap < v->ndim)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
+                     "tg_tape_shape: argument 'shape_cap' is %d; value %lld has %d dims (TG_MAX_DIMS always suffices)",
+                     shape_cap, (long long)id, v->ndim);
   *ndim = v->ndim;
   for (int i = 0; i < v->ndim; i++)
     shape[i] = v->shape[i];

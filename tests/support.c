@@ -45,14 +45,14 @@ tg_tape *ts_tape(tg_runtime *rt) {
 
 tg_id ts_input(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, unsigned flags) {
   tg_id id = TG_NO_ID;
-  tg_status s = tg_tape_input(t, dt, ndim, shape, data, flags, &id);
+  tg_status s = tg_tape_input(t, dt, ndim, shape, data, ts_bytes(dt, ndim, shape), flags, &id);
   cr_assert_eq(s, TG_OK, "tg_tape_input: %s", tg_tape_error(t));
   return id;
 }
 
 tg_id ts_param(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data) {
   tg_id id = TG_NO_ID;
-  tg_status s = tg_tape_parameter(t, dt, ndim, shape, data, 0, &id);
+  tg_status s = tg_tape_parameter(t, dt, ndim, shape, data, ts_bytes(dt, ndim, shape), 0, &id);
   cr_assert_eq(s, TG_OK, "tg_tape_parameter: %s", tg_tape_error(t));
   return id;
 }
@@ -108,6 +108,7 @@ double ts_rel_l2(const double *a, const double *b, size_t n) {
 void ts_gradcheck(tg_gradcheck_fn fn, void *user, int n, const tg_gradcheck_input *inputs) {
   tg_runtime *rt = ts_host_runtime();
   tg_gradcheck_result r;
+  tg_gradcheck_result_init(&r);
   tg_status s = tg_gradcheck(rt, fn, user, n, inputs, NULL, &r);
   cr_expect_eq(s, TG_OK, "gradcheck: %s: %s", tg_status_string(s), tg_runtime_error(rt));
   cr_expect(r.checked > 0 || s != TG_OK, "gradcheck compared no element");
@@ -116,14 +117,22 @@ void ts_gradcheck(tg_gradcheck_fn fn, void *user, int n, const tg_gradcheck_inpu
 
 tg_gradcheck_input ts_gc_input(tg_dtype dt, int ndim, const int64_t *shape, const void *data) {
   tg_gradcheck_input in;
-  memset(&in, 0, sizeof in);
+  tg_gradcheck_input_init(&in);
   in.dtype = dt;
   in.ndim = ndim;
   for (int i = 0; i < ndim; i++)
     in.shape[i] = shape[i];
   in.data = data;
+  in.data_bytes = ts_bytes(dt, ndim, shape);
   in.differentiable = dt == TG_F64;
   return in;
+}
+
+size_t ts_bytes(tg_dtype dt, int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++)
+    n *= shape[i];
+  return (size_t)n * tg_dtype_size(dt);
 }
 
 uint16_t ts_f32_to_bf16(float f) {
@@ -242,7 +251,7 @@ static void run_once(tg_runtime *rt, tg_provider prov, tg_gradcheck_fn fn, void 
     tg_dtype wide = ydt == TG_F64 ? TG_F64 : TG_F32;
     int ndim;
     int64_t shape[TG_MAX_DIMS];
-    tg_tape_shape(t, y, &ndim, shape);
+    tg_tape_shape(t, y, &ndim, shape, TG_MAX_DIMS);
     void *rc = ts_convert(R, (size_t)nR, wide);
     tg_id r = ts_input(t, wide, ndim, shape, rc, 0);
     free(rc);
@@ -291,4 +300,37 @@ void ts_check_cuda_vs_host(tg_gradcheck_fn fn, void *user, int n, const tg_gradc
   free(R);
   tg_runtime_destroy(crt);
   tg_runtime_destroy(hrt);
+}
+
+tg_init_options ts_init(tg_init_kind kind, double a, double b, uint64_t seed) {
+  tg_init_options o;
+  tg_init_options_init(&o);
+  o.kind = kind;
+  o.a = a;
+  o.b = b;
+  o.seed = seed;
+  if (kind == TG_INIT_XAVIER_UNIFORM || kind == TG_INIT_XAVIER_NORMAL) { /* the tests' a is the gain (0: 1) */
+    o.gain = a == 0 ? 1 : a;
+    o.a = 0;
+  }
+  return o;
+}
+
+tg_attention_options ts_attn_opts(double scale, double prune, tg_id *lse_out, double keep) {
+  tg_attention_options o;
+  tg_attention_options_init(&o);
+  o.scale = scale == 0 ? TG_SCALE_AUTO : scale;
+  o.block_prune_threshold = prune;
+  o.lse_out = lse_out;
+  o.dropout_keep = keep == 0 ? 1 : keep;
+  return o;
+}
+
+tg_mha_options ts_mha_opts(int heads_q, int heads_kv, int causal) {
+  tg_mha_options o;
+  tg_mha_options_init(&o);
+  o.heads_q = heads_q;
+  o.heads_kv = heads_kv;
+  o.causal = causal;
+  return o;
 }

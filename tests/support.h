@@ -14,6 +14,15 @@ uint64_t ts_next(uint64_t *state);
 void ts_uniform(double *x, size_t n, uint64_t seed, double lo, double hi);
 void ts_uniform_f32(float *x, size_t n, uint64_t seed, double lo, double hi);
 
+/* numel * dtype size of a shape (the data_bytes of a matching buffer). */
+size_t ts_bytes(tg_dtype dt, int ndim, const int64_t *shape);
+
+/* Options in the tests' shorthand: tg_init_options with a = gain for XAVIER kinds (0: 1);
+ * attention options with scale 0 meaning TG_SCALE_AUTO and keep 0 meaning 1 (no dropout). */
+tg_init_options ts_init(tg_init_kind kind, double a, double b, uint64_t seed);
+tg_attention_options ts_attn_opts(double scale, double prune, tg_id *lse_out, double keep);
+tg_mha_options ts_mha_opts(int heads_q, int heads_kv, int causal);
+
 /* A host runtime; fails the test if it cannot be created. */
 tg_runtime *ts_host_runtime(void);
 /* A CUDA runtime on device 0, or skips the test with the reason when there is none. */

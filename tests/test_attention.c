@@ -46,9 +46,18 @@ static tg_relation *at_build(tg_runtime *rt, const at_spec *s) {
   switch (s->kind) {
   case TG_REL_DENSE: st = tg_relation_dense(rt, s->nq, s->nk, &r); break;
   case TG_REL_CAUSAL: st = tg_relation_causal(rt, s->nq, s->nk, &r); break;
-  case TG_REL_MASK: st = tg_relation_mask(rt, s->mask_batch, s->nq, s->nk, s->mask, &r); break;
-  case TG_REL_VARLEN: st = tg_relation_varlen(rt, s->n_seqs, s->cu_q, s->cu_k, s->causal, &r); break;
-  case TG_REL_CSR: st = tg_relation_csr(rt, s->nq, s->nk, s->row_ptr, s->col_idx, &r); break;
+  case TG_REL_MASK:
+    st = tg_relation_mask(rt, s->mask_batch, s->nq, s->nk, s->mask,
+                          (size_t)((s->mask_batch ? s->mask_batch : 1) * s->nq * s->nk), &r);
+    break;
+  case TG_REL_VARLEN:
+    st = tg_relation_varlen(rt, s->n_seqs, s->cu_q, (size_t)((s->n_seqs) + 1) * sizeof(int32_t), s->cu_k,
+                            (size_t)((s->n_seqs) + 1) * sizeof(int32_t), s->causal, &r);
+    break;
+  case TG_REL_CSR:
+    st = tg_relation_csr(rt, s->nq, s->nk, s->row_ptr, (size_t)((s->nq) + 1) * sizeof(int64_t), s->col_idx,
+                         (size_t)(s->row_ptr)[s->nq] * sizeof(int32_t), &r);
+    break;
   case TG_REL_CONCAT:
     cr_assert(s->n_parts <= 8);
     for (int p = 0; p < s->n_parts; p++)
@@ -208,7 +217,7 @@ static void at_gc_inputs(const at_ctx *x, const at_data *d, tg_gradcheck_input *
 
 static tg_id at_fn(tg_tape *t, const tg_id *in, void *user) {
   at_ctx *x = user;
-  tg_attention_options o = {x->scale, 0, NULL, x->keep};
+  tg_attention_options o = ts_attn_opts(x->scale, 0, NULL, x->keep);
   tg_id y = tg_attention(t, in[0], in[1], in[2], at_rel(x, at_runtime_of(t)), &o);
   return x->with_w ? tg_sum(t, tg_mul(t, y, in[3])) : y;
 }
@@ -274,7 +283,7 @@ Test(attention, host_matches_naive_every_relation) {
       tg_id ids[3];
       at_inputs(t, x, &d, dt, 0, ids);
       tg_id lse = 42;
-      tg_attention_options o = {x->scale, 0, &lse, 0};
+      tg_attention_options o = ts_attn_opts(x->scale, 0, &lse, 0);
       tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
       cr_assert_neq(y, TG_NO_ID, "%s: %s", x->name, tg_tape_error(t));
       double *got = malloc(at_n_out(x) * sizeof *got), *glse = malloc(at_n_lse(x) * sizeof *glse);
@@ -314,7 +323,7 @@ Test(attention, gradcheck_every_relation) {
 
 static tg_id self_fn(tg_tape *t, const tg_id *in, void *user) {
   at_ctx *x = user;
-  tg_attention_options o = {x->scale, 0, NULL, 0};
+  tg_attention_options o = ts_attn_opts(x->scale, 0, NULL, 0);
   tg_id y = tg_attention(t, in[0], in[0], in[0], at_rel(x, at_runtime_of(t)), &o);
   return tg_sum(t, tg_mul(t, y, in[1]));
 }
@@ -344,7 +353,7 @@ Test(attention, empty_rows_zero_out_zero_grad) {
     tg_tape *t = ts_tape(rt);
     tg_id ids[3], lse = TG_NO_ID;
     at_inputs(t, x, &d, TG_F64, TG_REQUIRES_GRAD, ids);
-    tg_attention_options o = {0, 0, &lse, 0};
+    tg_attention_options o = ts_attn_opts(0, 0, &lse, 0);
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
     int64_t so[4] = {x->B, x->Nq, x->Hq, x->Dv};
     tg_id w = ts_input(t, TG_F64, 4, so, d.w, 0);
@@ -403,7 +412,7 @@ Test(attention, large_scores_finite) {
     tg_tape *t = ts_tape(rt);
     tg_id ids[3], lse;
     at_inputs(t, &x, &d, dt, TG_REQUIRES_GRAD, ids);
-    tg_attention_options o = {1.0, 0, &lse, 0};
+    tg_attention_options o = ts_attn_opts(1.0, 0, &lse, 0);
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(&x, rt), &o);
     cr_assert_eq(tg_tape_backward(t, tg_sum(t, y)), TG_OK, "%s", tg_tape_error(t));
     double got[4 * 2 * 3], gl[8], gk[6 * 4];
@@ -434,7 +443,7 @@ Test(attention, host_saved_state_lse_and_explain) {
   tg_tape *t = ts_tape(rt);
   tg_id ids[3], lse;
   at_inputs(t, &x, &d, TG_F64, TG_REQUIRES_GRAD, ids);
-  tg_attention_options o = {0, 0, &lse, 0};
+  tg_attention_options o = ts_attn_opts(0, 0, &lse, 0);
   tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(&x, rt), &o);
   cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
   size_t nodes, saved;
@@ -445,12 +454,13 @@ Test(attention, host_saved_state_lse_and_explain) {
   int nd;
   int64_t sh[TG_MAX_DIMS];
   tg_tape_dtype(t, lse, &ldt);
-  tg_tape_shape(t, lse, &nd, sh);
+  tg_tape_shape(t, lse, &nd, sh, TG_MAX_DIMS);
   cr_expect(ldt == TG_F32 && nd == 3 && sh[0] == 1 && sh[1] == 4 && sh[2] == 6, "lse is f32 [B, Hq, Nq]");
   char buf[1024];
   tg_tape_explain(t, buf, sizeof buf, NULL);
   cr_expect(strstr(buf, "attention") && strstr(buf, "host"), "%s", buf);
-  cr_expect(strstr(buf, "rel=varlen(3 seqs, causal) Hq=4 Hkv=2 D=3 Dv=5") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "rel=varlen(3 seqs, causal) nnz=") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "rel_dev=0B Hq=4 Hkv=2 D=3 Dv=5") != NULL, "%s", buf);
   /* lse carries no gradient: a loss built from it alone cannot be differentiated */
   cr_expect_eq(tg_tape_backward(t, tg_sum(t, lse)), TG_ERR_STATE);
   /* no grad wanted -> node recorded, nothing saved; grad mode off -> no node */
@@ -489,11 +499,11 @@ Test(attention, errors) {
   tg_relation_dense(rt, 3, 3, &d33);
   tg_relation_causal(rt, 3, 5, &c35);
   tg_relation_dense(other, 3, 4, &foreign);
-  tg_relation_mask(rt, 3, 3, 4, m, &mask3);
+  tg_relation_mask(rt, 3, 3, 4, m, (size_t)((3 ? 3 : 1) * 3 * 4), &mask3);
   int32_t cu[3] = {0, 1, 3};
-  tg_relation_varlen(rt, 2, cu, NULL, 0, &vl);
+  tg_relation_varlen(rt, 2, cu, (size_t)((2) + 1) * sizeof(int32_t), NULL, 0, 0, &vl);
   tg_id lse = 42;
-  tg_attention_options o = {0, 0, &lse, 0};
+  tg_attention_options o = ts_attn_opts(0, 0, &lse, 0);
 #define FRESH()                                                                                                        \
   (tg_tape_reset(t), q = input4(t, TG_F64, 2, 3, 2, 4), k = input4(t, TG_F64, 2, 4, 1, 4),                             \
    v = input4(t, TG_F64, 2, 4, 1, 3))
@@ -556,7 +566,11 @@ Test(attention, errors) {
   o.scale = NAN;
   cr_expect_eq(tg_attention(t, q, k, v, d34, &o), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is nan");
-  o.scale = 0;
+  FRESH();
+  o.scale = 0; /* zero is a value, not "default" (tiga.h): refused */
+  cr_expect_eq(tg_attention(t, q, k, v, d34, &o), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "option 'scale' is 0; expected a finite number > 0, or TG_SCALE_AUTO");
+  o.scale = TG_SCALE_AUTO;
   double bad[2] = {1.5, -0.1};
   for (int i = 0; i < 2; i++) {
     FRESH();
@@ -656,7 +670,7 @@ Test(attention_dropout, host_matches_naive_and_counter_advances) {
       double tol = dt == TG_F64 ? 1e-12 : 2e-6;
       for (int call = 0; call < 2; call++) { /* the second call draws with counter 1 */
         tg_id lse = TG_NO_ID;
-        tg_attention_options o = {x->scale, 0, &lse, 0.6};
+        tg_attention_options o = ts_attn_opts(x->scale, 0, &lse, 0.6);
         tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
         cr_assert_neq(y, TG_NO_ID, "%s: %s", x->name, tg_tape_error(t));
         double *got = malloc(no * sizeof *got), *glse = malloc(nl * sizeof *glse);
@@ -707,7 +721,7 @@ Test(attention_dropout, reset_tape_same_mask_set_seed_new_mask) {
     if (run == 2) tg_tape_set_seed(t, 99);
     tg_id ids[3];
     at_inputs(t, x, &d, TG_F64, 0, ids);
-    tg_attention_options o = {0, 0, NULL, 0.5};
+    tg_attention_options o = ts_attn_opts(0, 0, NULL, 0.5);
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o);
     cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
     ts_read(t, y, dst[run], (int64_t)no);
@@ -736,7 +750,7 @@ Test(attention_dropout, keep_one_zero_and_no_grad_are_identity) {
     if (c == 3) cr_assert_eq(tg_tape_set_grad_enabled(t, 0, NULL), TG_OK);
     tg_id ids[3];
     at_inputs(t, x, &d, TG_F32, TG_REQUIRES_GRAD, ids);
-    tg_attention_options o = {0, 0, NULL, keeps[c]};
+    tg_attention_options o = ts_attn_opts(0, 0, NULL, keeps[c]);
     tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), c ? &o : NULL);
     cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
     ts_read(t, y, c ? got : ref, (int64_t)no);
@@ -765,7 +779,7 @@ Test(attention_dropout, dropped_fraction_is_one_minus_keep) {
         v[((b * N + j) * H + h) * N + j] = 1;
   int64_t sq[4] = {B, N, H, 4}, sv[4] = {B, N, H, N};
   tg_id qi = ts_input(t, TG_F64, 4, sq, q, TG_REQUIRES_GRAD), vi = ts_input(t, TG_F64, 4, sv, v, 0);
-  tg_attention_options o = {0, 0, NULL, keep};
+  tg_attention_options o = ts_attn_opts(0, 0, NULL, keep);
   tg_id y = tg_attention(t, qi, qi, vi, r, &o);
   cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
   size_t n = (size_t)B * N * H * N, zeros = 0, bad = 0;
@@ -797,7 +811,7 @@ Test(attention_dropout, bad_keep_values) {
     tg_tape_reset(t);
     tg_id ids[3];
     at_inputs(t, x, &d, TG_F64, 0, ids);
-    tg_attention_options o = {0, 0, NULL, bad[c]};
+    tg_attention_options o = ts_attn_opts(0, 0, NULL, bad[c]);
     cr_expect_eq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(x, rt), &o), TG_NO_ID);
     TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "dropout_keep");
   }
@@ -805,7 +819,8 @@ Test(attention_dropout, bad_keep_values) {
   int64_t sx[3] = {1, 3, 4}, sw[2] = {4, 4};
   double z[16] = {0};
   tg_id xi = ts_input(t, TG_F64, 3, sx, z, 0), w = ts_input(t, TG_F64, 2, sw, z, 0);
-  tg_mha_options mo = {.heads_q = 2, .attention_dropout_keep = 2};
+  tg_mha_options mo = ts_mha_opts(2, 2, 0);
+  mo.attention_dropout_keep = 2;
   cr_expect_eq(tg_mha(t, xi, w, w, w, w, &mo), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "dropout_keep");
   tg_tape_destroy(t);
@@ -818,7 +833,8 @@ Test(attention_dropout, bad_keep_values) {
  * gradcheck on the whole block with dropout on. */
 static tg_id mha_fn(tg_tape *t, const tg_id *in, void *user) {
   (void)user;
-  tg_mha_options mo = {.heads_q = 2, .causal = 1, .attention_dropout_keep = 0.6};
+  tg_mha_options mo = ts_mha_opts(2, 2, 1);
+  mo.attention_dropout_keep = 0.6;
   return tg_sum(t, tg_mul(t, tg_mha(t, in[0], in[1], in[2], in[3], in[4], &mo), in[5]));
 }
 
@@ -840,7 +856,8 @@ Test(attention_dropout, mha_passes_keep_through_gradcheck) {
   tg_id xi = ts_input(t, TG_F64, 3, sx, X, 0), w[4];
   for (int i = 0; i < 4; i++)
     w[i] = ts_input(t, TG_F64, 2, sw, W[i], 0);
-  tg_mha_options m0 = {.heads_q = 2, .causal = 1}, m1 = {.heads_q = 2, .causal = 1, .attention_dropout_keep = 0.6};
+  tg_mha_options m0 = ts_mha_opts(2, 2, 1), m1 = ts_mha_opts(2, 2, 1);
+  m1.attention_dropout_keep = 0.6;
   double a[40], b[40];
   ts_read(t, tg_mha(t, xi, w[0], w[1], w[2], w[3], &m0), a, 40);
   ts_read(t, tg_mha(t, xi, w[0], w[1], w[2], w[3], &m1), b, 40);
@@ -975,8 +992,8 @@ Test(attention_cuda, wgmma_masks_are_coarse_and_fine) {
   wg_masks();
   tg_runtime *rt = ts_host_runtime();
   tg_relation *c = NULL, *f = NULL;
-  cr_assert_eq(tg_relation_mask(rt, 0, 300, 260, COARSE_MASK, &c), TG_OK);
-  cr_assert_eq(tg_relation_mask(rt, 2, 150, 140, FINE_MASK, &f), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 0, 300, 260, COARSE_MASK, (size_t)((0 ? 0 : 1) * 300 * 260), &c), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 2, 150, 140, FINE_MASK, (size_t)((2 ? 2 : 1) * 150 * 140), &f), TG_OK);
   cr_expect_eq(c->mask_coarse, 1, "the coarse mask takes the 128-row / 128-key tiles");
   cr_expect_eq(f->mask_coarse, 0, "the fine mask takes the 64 x 64 tiles");
   tg_relation_destroy(c);
@@ -1028,7 +1045,7 @@ Test(attention_cuda, dropout_with_pruning_is_refused) {
   int64_t sq[4] = {1, 5, 2, 8};
   double z[80] = {0};
   tg_id q = ts_input(t, TG_F32, 4, sq, z, TG_REQUIRES_GRAD);
-  tg_attention_options o = {0, 0.5, NULL, 0.8};
+  tg_attention_options o = ts_attn_opts(0, 0.5, NULL, 0.8);
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
   cr_expect_eq(tg_attention(t, q, q, q, r, &o), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "dropout_keep");
@@ -1147,7 +1164,7 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   at_data_init(&d, dense, 11, 1.0);
   tg_id ids[3], lse;
   char buf[2048];
-  tg_attention_options o = {0, 0.5, &lse, 0};
+  tg_attention_options o = ts_attn_opts(0, 0.5, &lse, 0);
 #define FRESH(dt) (tg_tape_reset(t), at_inputs(t, dense, &d, dt, TG_REQUIRES_GRAD, ids))
   FRESH(TG_F64);
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_COMPOSED, NULL);

@@ -69,14 +69,14 @@ static model make_model(tg_runtime *rt, uint64_t seed) {
   float f[4];
   uint16_t h[3];
   ts_uniform(d, 6, seed, -1, 1);
-  cr_assert_eq(tg_tape_parameter(m.t, TG_F64, 2, SH0, d, 0, &m.w[0]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(m.t, TG_F64, 2, SH0, d, ts_bytes(TG_F64, 2, SH0), 0, &m.w[0]), TG_OK);
   ts_uniform_f32(f, 4, seed + 1, -1, 1);
-  cr_assert_eq(tg_tape_parameter(m.t, TG_F32, 1, SH1, f, TG_NO_WEIGHT_DECAY, &m.w[1]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(m.t, TG_F32, 1, SH1, f, ts_bytes(TG_F32, 1, SH1), TG_NO_WEIGHT_DECAY, &m.w[1]), TG_OK);
   ts_uniform(d, 5, seed + 2, -1, 1);
-  cr_assert_eq(tg_tape_parameter(m.t, TG_F64, 1, SH2, d, 0, &m.w[2]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(m.t, TG_F64, 1, SH2, d, ts_bytes(TG_F64, 1, SH2), 0, &m.w[2]), TG_OK);
   for (int i = 0; i < 3; i++)
     h[i] = ts_f32_to_bf16(0.5f * (float)(i + 1) + (float)seed);
-  cr_assert_eq(tg_tape_parameter(m.t, TG_BF16, 1, SH3, h, 0, &m.w[3]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(m.t, TG_BF16, 1, SH3, h, ts_bytes(TG_BF16, 1, SH3), 0, &m.w[3]), TG_OK);
   return m;
 }
 
@@ -93,7 +93,12 @@ static void train_step(model *m, int step) {
                       tg_cast(t, tg_sum(t, tg_mul(t, m->w[1], ts_input(t, TG_F32, 1, SH1, x1, 0))), TG_F64));
   if (step >= 3) loss = tg_add(t, loss, tg_sum(t, tg_mul(t, m->w[2], ts_input(t, TG_F64, 1, SH2, x2, 0))));
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
-  tg_adamw_options o = {.lr = 0.05, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+  tg_adamw_options o = {.struct_size = sizeof(tg_adamw_options),
+                        .lr = 0.05,
+                        .beta1 = 0.9,
+                        .beta2 = 0.99,
+                        .eps = 1e-8,
+                        .weight_decay = 0.1};
   cr_assert_eq(tg_adamw_step(t, &o), TG_OK, "%s", tg_tape_error(t));
   cr_assert_eq(tg_tape_reset(t), TG_OK);
 }
@@ -205,7 +210,7 @@ Test(checkpoint, layout_is_as_documented) {
   int64_t sh[2] = {2, 1};
   double x[2] = {1.5, -2.0};
   tg_id w = TG_NO_ID;
-  cr_assert_eq(tg_tape_parameter(t, TG_F64, 2, sh, x, 0, &w), TG_OK);
+  cr_assert_eq(tg_tape_parameter(t, TG_F64, 2, sh, x, ts_bytes(TG_F64, 2, sh), 0, &w), TG_OK);
   cr_assert_eq(tg_tape_save(t, path_in("a.ckpt")), TG_OK);
   size_t n;
   unsigned char *b = slurp(path_in("a.ckpt"), &n);
@@ -306,17 +311,17 @@ Test(checkpoint, mismatched_parameters) {
   /* wrong count: one parameter fewer */
   model fewer;
   fewer.t = ts_tape(rt);
-  cr_assert_eq(tg_tape_parameter(fewer.t, TG_F64, 2, SH0, d, 0, &fewer.w[0]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(fewer.t, TG_F64, 2, SH0, d, ts_bytes(TG_F64, 2, SH0), 0, &fewer.w[0]), TG_OK);
   TS_EXPECT_STATUS(tg_tape_load(fewer.t, p), TG_ERR_SHAPE, fewer.t,
                    "the checkpoint holds 4 parameters; the tape has 1");
   /* wrong shape of parameter 1 */
   int64_t sh5[1] = {5};
   model shape;
   shape.t = ts_tape(rt);
-  cr_assert_eq(tg_tape_parameter(shape.t, TG_F64, 2, SH0, d, 0, &shape.w[0]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(shape.t, TG_F32, 1, sh5, f, 0, &shape.w[1]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(shape.t, TG_F64, 1, SH2, d, 0, &shape.w[2]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(shape.t, TG_BF16, 1, SH3, h, 0, &shape.w[3]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(shape.t, TG_F64, 2, SH0, d, ts_bytes(TG_F64, 2, SH0), 0, &shape.w[0]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(shape.t, TG_F32, 1, sh5, f, ts_bytes(TG_F32, 1, sh5), 0, &shape.w[1]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(shape.t, TG_F64, 1, SH2, d, ts_bytes(TG_F64, 1, SH2), 0, &shape.w[2]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(shape.t, TG_BF16, 1, SH3, h, ts_bytes(TG_BF16, 1, SH3), 0, &shape.w[3]), TG_OK);
   TS_EXPECT_STATUS(tg_tape_load(shape.t, p), TG_ERR_SHAPE, shape.t,
                    "parameter 1 has shape [4] in the checkpoint and [5] on the tape");
   double got[6];
@@ -326,10 +331,10 @@ Test(checkpoint, mismatched_parameters) {
   /* wrong dtype of parameter 2 */
   model dtype;
   dtype.t = ts_tape(rt);
-  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F64, 2, SH0, d, 0, &dtype.w[0]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F32, 1, SH1, f, 0, &dtype.w[1]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F32, 1, SH2, f, 0, &dtype.w[2]), TG_OK);
-  cr_assert_eq(tg_tape_parameter(dtype.t, TG_BF16, 1, SH3, h, 0, &dtype.w[3]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F64, 2, SH0, d, ts_bytes(TG_F64, 2, SH0), 0, &dtype.w[0]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F32, 1, SH1, f, ts_bytes(TG_F32, 1, SH1), 0, &dtype.w[1]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(dtype.t, TG_F32, 1, SH2, f, ts_bytes(TG_F32, 1, SH2), 0, &dtype.w[2]), TG_OK);
+  cr_assert_eq(tg_tape_parameter(dtype.t, TG_BF16, 1, SH3, h, ts_bytes(TG_BF16, 1, SH3), 0, &dtype.w[3]), TG_OK);
   TS_EXPECT_STATUS(tg_tape_load(dtype.t, p), TG_ERR_DTYPE, dtype.t,
                    "parameter 2 has dtype f64 in the checkpoint and f32 on the tape");
   tg_tape_destroy(fewer.t);
@@ -371,9 +376,10 @@ Test(checkpoint_cuda, device_state_round_trip) {
   tg_tape *td = ts_tape(dev), *th = ts_tape(host);
   tg_id wd, wh;
   ts_uniform_f32(x, (size_t)len, 1, -1, 1);
-  cr_assert_eq(tg_tape_parameter(td, TG_F32, 1, &len, x, 0, &wd), TG_OK);
-  cr_assert_eq(tg_tape_parameter(th, TG_F32, 1, &len, NULL, 0, &wh), TG_OK);
-  tg_adamw_options o = tg_adamw_defaults();
+  cr_assert_eq(tg_tape_parameter(td, TG_F32, 1, &len, x, ts_bytes(TG_F32, 1, &len), 0, &wd), TG_OK);
+  cr_assert_eq(tg_tape_parameter(th, TG_F32, 1, &len, NULL, 0, 0, &wh), TG_OK);
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
   for (int s = 0; s < 2; s++) {
     tg_tape_zero_grad(td);
     tg_tape_set_provider(td, TG_PROVIDER_CUDA, NULL);

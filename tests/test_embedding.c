@@ -17,7 +17,7 @@ Test(embedding, forward_f32) {
   tg_id y = tg_embedding(t, it, ii);
   int nd;
   int64_t sh[TG_MAX_DIMS];
-  cr_assert_eq(tg_tape_shape(t, y, &nd, sh), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_shape(t, y, &nd, sh, TG_MAX_DIMS), TG_OK, "%s", tg_tape_error(t));
   cr_expect(nd == 3 && sh[0] == 2 && sh[1] == 2 && sh[2] == 3, "shape %d [%lld, %lld, %lld]", nd, (long long)sh[0],
             (long long)sh[1], (long long)sh[2]);
   double got[12], want[12];
@@ -29,7 +29,7 @@ Test(embedding, forward_f32) {
   /* a scalar id gives one row [D] */
   int32_t one = 3;
   tg_id ys = tg_embedding(t, it, ts_input(t, TG_I32, 0, NULL, &one, 0));
-  cr_assert_eq(tg_tape_shape(t, ys, &nd, sh), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_shape(t, ys, &nd, sh, TG_MAX_DIMS), TG_OK, "%s", tg_tape_error(t));
   cr_expect(nd == 1 && sh[0] == 3);
   double row[3], wrow[3] = {30, 31, 32};
   ts_read(t, ys, row, 3);

@@ -17,12 +17,14 @@ Test(gradcheck, passes_on_correct_gradients) {
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 2, sh, a), ts_gc_input(TG_F64, 2, sh, b)};
   tg_runtime *rt = ts_host_runtime();
   tg_gradcheck_result r;
+  tg_gradcheck_result_init(&r);
   cr_expect_eq(tg_gradcheck(rt, f_smooth, NULL, 2, in, NULL, &r), TG_OK, "%s", tg_runtime_error(rt));
   cr_expect_eq(r.passed, 1);
   cr_expect_eq(r.checked, 40);
   cr_expect(r.excess <= 0);
   /* fast mode: random directions */
-  tg_gradcheck_options o = tg_gradcheck_defaults();
+  tg_gradcheck_options o;
+  tg_gradcheck_options_init(&o);
   o.fast_mode = 1;
   o.fast_directions = 3;
   cr_expect_eq(tg_gradcheck(rt, f_smooth, NULL, 2, in, &o, &r), TG_OK, "%s", tg_runtime_error(rt));
@@ -42,6 +44,7 @@ Test(gradcheck, catches_a_wrong_gradient_and_names_it) {
   tg_gradcheck_input in = ts_gc_input(TG_F64, 1, sh, x);
   tg_runtime *rt = ts_host_runtime();
   tg_gradcheck_result r;
+  tg_gradcheck_result_init(&r);
   cr_expect_eq(tg_gradcheck(rt, f_kink, NULL, 1, &in, NULL, &r), TG_ERR_GRADCHECK);
   cr_expect_eq(r.passed, 0);
   cr_expect_eq(r.worst_input, 0);
@@ -80,7 +83,8 @@ Test(gradcheck, argument_and_callback_errors) {
   cr_expect(strstr(tg_runtime_error(rt), "no input is marked differentiable") != NULL);
   i32.differentiable = 1;
   cr_expect_eq(tg_gradcheck(rt, f_smooth, NULL, 1, &i32, NULL, NULL), TG_ERR_DTYPE);
-  tg_gradcheck_options o = tg_gradcheck_defaults();
+  tg_gradcheck_options o;
+  tg_gradcheck_options_init(&o);
   o.eps = -1;
   cr_expect_eq(tg_gradcheck(rt, f_kink, NULL, 1, &in, &o, NULL), TG_ERR_INVALID_ARGUMENT);
   cr_expect_eq(tg_gradcheck(rt, f_fail, NULL, 1, &in, NULL, NULL), TG_ERR_INVALID_ID);

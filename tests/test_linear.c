@@ -69,12 +69,12 @@ static void check_linear_forward(tg_dtype dt, int xdim, const int64_t *xs, int64
   }
   int64_t ws[2] = {in, out}, bs[1] = {out};
   tg_id ix = input_as(t, dt, xdim, xs, x, nx, 0), iw = input_as(t, dt, 2, ws, w, nw, 0);
-  tg_id ib = bias ? input_as(t, dt, 1, bs, b, (size_t)out, 0) : TG_NO_ID;
+  tg_id ib = bias ? input_as(t, dt, 1, bs, b, (size_t)out, 0) : TG_ABSENT;
   tg_id iy = tg_linear(t, ix, iw, ib);
   cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
   int ndim;
   int64_t shape[TG_MAX_DIMS];
-  tg_tape_shape(t, iy, &ndim, shape);
+  tg_tape_shape(t, iy, &ndim, shape, TG_MAX_DIMS);
   cr_expect_eq(ndim, xdim);
   for (int i = 0; i < xdim - 1; i++)
     cr_expect_eq(shape[i], xs[i]);
@@ -145,7 +145,7 @@ static void check_matmul_forward(tg_dtype dt, int nd, const int64_t *as, int bnd
   cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
   int ndim;
   int64_t shape[TG_MAX_DIMS];
-  tg_tape_shape(t, iy, &ndim, shape);
+  tg_tape_shape(t, iy, &ndim, shape, TG_MAX_DIMS);
   cr_expect_eq(ndim, nd);
   for (int i = 0; i < nd - 1; i++)
     cr_expect_eq(shape[i], as[i]);
@@ -247,8 +247,8 @@ typedef struct {
 
 static tg_id gc_linear(tg_tape *t, const tg_id *in, void *user) {
   const lin_cfg *c = user;
-  tg_id y = tg_linear(t, in[0], in[1], c->bias ? in[2] : TG_NO_ID);
-  if (c->twice) y = tg_linear(t, tg_tanh(t, y), in[1], c->bias ? in[2] : TG_NO_ID);
+  tg_id y = tg_linear(t, in[0], in[1], c->bias ? in[2] : TG_ABSENT);
+  if (c->twice) y = tg_linear(t, tg_tanh(t, y), in[1], c->bias ? in[2] : TG_ABSENT);
   return tg_sum(t, tg_mul(t, y, y));
 }
 
@@ -274,7 +274,7 @@ Test(linear, gradcheck) {
 
 static tg_id gc_self_linear(tg_tape *t, const tg_id *in, void *user) {
   (void)user;
-  tg_id y = tg_linear(t, in[0], in[0], TG_NO_ID); /* x · x: one value as both operands */
+  tg_id y = tg_linear(t, in[0], in[0], TG_ABSENT); /* x · x: one value as both operands */
   return tg_sum(t, tg_mul(t, y, y));
 }
 
@@ -360,7 +360,7 @@ Test(linear, errors) {
   tg_id stale = x;
   tg_tape_reset(t);
   w = ts_input(t, TG_F64, 2, ws, d, 0);
-  cr_expect_eq(tg_linear(t, stale, w, TG_NO_ID), TG_NO_ID);
+  cr_expect_eq(tg_linear(t, stale, w, TG_ABSENT), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ID, "argument 'x' is id");
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ID, "stale");
   FRESH();
@@ -437,7 +437,7 @@ Test(matmul, errors) {
 
 static tg_id cv_linear(tg_tape *t, const tg_id *in, void *user) {
   int bias = *(const int *)user;
-  return tg_linear(t, in[0], in[1], bias ? in[2] : TG_NO_ID);
+  return tg_linear(t, in[0], in[1], bias ? in[2] : TG_ABSENT);
 }
 static tg_id cv_matmul(tg_tape *t, const tg_id *in, void *user) {
   (void)user;
@@ -494,7 +494,7 @@ Test(linear_cuda, errors) {
   int64_t xs[2] = {5, 4}, ws[2] = {4, 5};
   tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
   tg_id x = ts_input(t, TG_F64, 2, xs, d, 0), w = ts_input(t, TG_F64, 2, ws, d, 0);
-  cr_expect_eq(tg_linear(t, x, w, TG_NO_ID), TG_NO_ID);
+  cr_expect_eq(tg_linear(t, x, w, TG_ABSENT), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_DTYPE, "f64 is computed on the HOST provider");
   tg_tape_reset(t);
   x = ts_input(t, TG_F64, 2, xs, d, 0);
@@ -657,7 +657,7 @@ Test(linear_cuda, fallback_paths) {
 }
 
 static tg_id cv_self(tg_tape *t, const tg_id *in, void *user) {
-  return user ? tg_matmul(t, in[0], in[0]) : tg_linear(t, in[0], in[0], TG_NO_ID);
+  return user ? tg_matmul(t, in[0], in[0]) : tg_linear(t, in[0], in[0], TG_ABSENT);
 }
 
 /* One value as both operands: its gradient is overwritten by the first product and added to by the

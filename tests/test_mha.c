@@ -34,7 +34,7 @@ static void naive_mha(const mha_case *c, const double *x, const double *wq, cons
   mm(x, wq, Q, rows, c->dm, c->Hq * c->D);
   mm(x, wk, K, rows, c->dm, c->Hkv * c->D);
   mm(x, wv, V, rows, c->dm, c->Hkv * c->Dv);
-  double scale = c->o.scale ? c->o.scale : 1 / sqrt((double)c->D);
+  double scale = c->o.scale != TG_SCALE_AUTO ? c->o.scale : 1 / sqrt((double)c->D);
   for (int64_t b = 0; b < c->B; b++)
     for (int64_t h = 0; h < c->Hq; h++)
       for (int64_t i = 0; i < c->n; i++) {
@@ -105,9 +105,7 @@ static tg_id mha_loss(tg_tape *t, const tg_id *in, void *user) {
 }
 
 #define SMALL(causal_, mask_)                                                                                          \
-  {                                                                                                                    \
-    2, 5, 8, 2, 1, 4, 3, mask_, causal_, { .heads_q = 2, .heads_kv = 1, .causal = causal_ }                            \
-  }
+  { 2, 5, 8, 2, 1, 4, 3, mask_, causal_, ts_mha_opts(2, 1, causal_) }
 
 static void expect_forward(mha_case *c, tg_dtype dt) {
   mha_data d;
@@ -148,7 +146,7 @@ Test(mha, forward_matches_reference) {
   naive_mha(&masked, d.x, d.w[0], d.w[1], d.w[2], d.w[3], want);
   tg_runtime *rt = ts_host_runtime();
   tg_relation *rel = NULL;
-  cr_assert_eq(tg_relation_mask(rt, 0, 5, 5, m, &rel), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 0, 5, 5, m, (size_t)((0 ? 0 : 1) * 5 * 5), &rel), TG_OK);
   tg_tape *t = ts_tape(rt);
   tg_id ids[5] = {ts_input(t, TG_F64, 3, d.sx, d.x, 0)};
   for (int i = 0; i < 4; i++)
@@ -169,7 +167,7 @@ Test(mha, gradcheck_x_and_weights) {
   tg_gradcheck_input in[6];
   gc_inputs(&d, in, 1);
   ts_gradcheck(mha_loss, &c, 6, in);
-  mha_case g = {2, 5, 8, 4, 2, 2, 3, NULL, 0, {.heads_q = 4, .heads_kv = 2}}; /* GQA, dense */
+  mha_case g = {2, 5, 8, 4, 2, 2, 3, NULL, 0, ts_mha_opts(4, 2, 0)}; /* GQA, dense */
   mha_data e;
   data_init(&e, &g, 43);
   gc_inputs(&e, in, 1);
@@ -195,11 +193,11 @@ Test(mha, structure_and_provider_restored) {
   cr_expect_eq(now, TG_PROVIDER_HOST, "the tape's provider is restored");
   int nd;
   int64_t sh[TG_MAX_DIMS];
-  tg_tape_shape(t, y, &nd, sh);
+  tg_tape_shape(t, y, &nd, sh, TG_MAX_DIMS);
   cr_expect(nd == 3 && sh[0] == 2 && sh[1] == 5 && sh[2] == 8);
   char buf[4096];
   tg_tape_explain(t, buf, sizeof buf, NULL);
-  cr_expect(strstr(buf, "rel=causal Hq=2 Hkv=1 D=4 Dv=3") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "rel=causal nnz=15 rel_dev=0B Hq=2 Hkv=1 D=4 Dv=3") != NULL, "%s", buf);
   int linears = 0;
   for (const char *p = buf; (p = strstr(p, "linear")); p++)
     linears++;
@@ -216,7 +214,7 @@ Test(mha, errors) {
   double z[256] = {0};
   int64_t sx[3] = {2, 5, 8}, s2[2] = {10, 8}, sq[2] = {8, 8}, sk[2] = {8, 4}, sv[2] = {8, 3}, so[2] = {6, 8};
   int64_t bad_q[2] = {8, 7}, bad_k[2] = {8, 5}, bad_o[2] = {8, 8};
-  tg_mha_options o = {.heads_q = 2, .heads_kv = 1, .causal = 1};
+  tg_mha_options o = ts_mha_opts(2, 1, 1);
   tg_id x, wq, wk, wv, wo;
 #define FRESH()                                                                                                        \
   (tg_tape_reset(t), x = ts_input(t, TG_F64, 3, sx, z, 0), wq = ts_input(t, TG_F64, 2, sq, z, 0),                      \
@@ -228,11 +226,11 @@ Test(mha, errors) {
   cr_expect_eq(tg_mha(t, x, wq, wk, wv, wo, NULL), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "tg_mha: argument 'opts' is NULL");
   FRESH();
-  tg_mha_options o0 = {.heads_q = 0};
+  tg_mha_options o0 = ts_mha_opts(0, 0, 0);
   cr_expect_eq(tg_mha(t, x, wq, wk, wv, wo, &o0), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "heads_q = 0");
   FRESH();
-  tg_mha_options o3 = {.heads_q = 2, .heads_kv = 3};
+  tg_mha_options o3 = ts_mha_opts(2, 3, 0);
   cr_expect_eq(tg_mha(t, x, wq, wk, wv, wo, &o3), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "heads_q = 2 is not a multiple of heads_kv = 3");
   FRESH();
@@ -253,12 +251,14 @@ Test(mha, errors) {
   FRESH();
   tg_relation *r4 = NULL;
   tg_relation_dense(rt, 4, 4, &r4);
-  tg_mha_options orel = {.heads_q = 2, .heads_kv = 1, .rel = r4};
+  tg_mha_options orel = ts_mha_opts(2, 1, 0);
+  orel.rel = r4;
   cr_expect_eq(tg_mha(t, x, wq, wk, wv, wo, &orel), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
                    "tg_attention: argument 'rel' is a dense relation over nq = 4, nk = 4; expected nq = Nq = 5");
   FRESH();
-  tg_mha_options ofused = {.heads_q = 2, .attention_provider = TG_PROVIDER_CUDA_FUSED};
+  tg_mha_options ofused = ts_mha_opts(2, 2, 0);
+  ofused.attention_provider = TG_PROVIDER_CUDA_FUSED;
   int64_t sk2[2] = {8, 8}, sv2[2] = {8, 6};
   cr_expect_eq(tg_mha(t, x, wq, ts_input(t, TG_F64, 2, sk2, z, 0), ts_input(t, TG_F64, 2, sv2, z, 0), wo, &ofused),
                TG_NO_ID);
@@ -274,7 +274,7 @@ Test(mha, errors) {
 
 Test(mha_cuda, matches_host) {
   tg_runtime_destroy(ts_cuda_runtime_or_skip());
-  mha_case c = {2, 37, 96, 4, 2, 64, 32, NULL, 1, {.heads_q = 4, .heads_kv = 2, .causal = 1}};
+  mha_case c = {2, 37, 96, 4, 2, 64, 32, NULL, 1, ts_mha_opts(4, 2, 1)};
   mha_data d;
   data_init(&d, &c, 61);
   tg_gradcheck_input in[5];

@@ -27,7 +27,7 @@ static void set_grads(tg_tape *t, tg_dtype dt, int n, const tg_id *w, double g[]
 static tg_id param(tg_tape *t, tg_dtype dt, const double *init, unsigned flags) {
   void *buf = ts_convert(init, N, dt);
   tg_id id = TG_NO_ID;
-  cr_assert_eq(tg_tape_parameter(t, dt, 1, SN, buf, flags, &id), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_parameter(t, dt, 1, SN, buf, ts_bytes(dt, 1, SN), flags, &id), TG_OK, "%s", tg_tape_error(t));
   free(buf);
   return id;
 }
@@ -95,22 +95,25 @@ static void run_sgd(tg_dtype dt, const tg_sgd_options *o, double rtol) {
 }
 
 Test(sgd, plain_f64) {
-  tg_sgd_options o = {.lr = 0.1};
+  tg_sgd_options o = {.struct_size = sizeof(tg_sgd_options), .lr = 0.1};
   run_sgd(TG_F64, &o, 1e-14);
 }
 
 Test(sgd, momentum_dampening_weight_decay_f64) {
-  tg_sgd_options o = {.lr = 0.05, .momentum = 0.9, .dampening = 0.25, .weight_decay = 0.1};
+  tg_sgd_options o = {
+      .struct_size = sizeof(tg_sgd_options), .lr = 0.05, .momentum = 0.9, .dampening = 0.25, .weight_decay = 0.1};
   run_sgd(TG_F64, &o, 1e-14);
 }
 
 Test(sgd, nesterov_f64) {
-  tg_sgd_options o = {.lr = 0.05, .momentum = 0.8, .weight_decay = 0.01, .nesterov = 1};
+  tg_sgd_options o = {
+      .struct_size = sizeof(tg_sgd_options), .lr = 0.05, .momentum = 0.8, .weight_decay = 0.01, .nesterov = 1};
   run_sgd(TG_F64, &o, 1e-14);
 }
 
 Test(sgd, momentum_f32) {
-  tg_sgd_options o = {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.1};
+  tg_sgd_options o = {
+      .struct_size = sizeof(tg_sgd_options), .lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.1};
   run_sgd(TG_F32, &o, 2e-6);
 }
 
@@ -159,23 +162,31 @@ static void run_adamw(tg_dtype dt, const tg_adamw_options *o, int steps, double 
 }
 
 Test(adamw, two_steps_with_decay_f64) {
-  tg_adamw_options o = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.05};
+  tg_adamw_options o = {.struct_size = sizeof(tg_adamw_options),
+                        .lr = 0.1,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-8,
+                        .weight_decay = 0.05};
   run_adamw(TG_F64, &o, 2, 1e-13);
 }
 
 Test(adamw, three_steps_without_decay_f64) {
-  tg_adamw_options o = {.lr = 0.01, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0};
+  tg_adamw_options o = {
+      .struct_size = sizeof(tg_adamw_options), .lr = 0.01, .beta1 = 0.8, .beta2 = 0.95, .eps = 1e-6, .weight_decay = 0};
   run_adamw(TG_F64, &o, 3, 1e-13);
 }
 
 Test(adamw, two_steps_f32) {
-  tg_adamw_options o = tg_adamw_defaults();
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
   o.lr = 0.1;
   run_adamw(TG_F32, &o, 2, 1e-6);
 }
 
 Test(adamw, defaults_are_pytorchs) {
-  tg_adamw_options o = tg_adamw_defaults();
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
   cr_expect_eq(o.lr, 1e-3);
   cr_expect_eq(o.beta1, 0.9);
   cr_expect_eq(o.beta2, 0.999);
@@ -190,7 +201,12 @@ Test(adamw, first_step_is_lr_times_sign) {
   tg_id w = param(t, TG_F64, P0[0], 0);
   double g[1][N] = {{3.0, -1e-3, 200.0, -7.0}}, got[N];
   set_grads(t, TG_F64, 1, &w, g);
-  tg_adamw_options o = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-12, .weight_decay = 0};
+  tg_adamw_options o = {.struct_size = sizeof(tg_adamw_options),
+                        .lr = 0.01,
+                        .beta1 = 0.9,
+                        .beta2 = 0.999,
+                        .eps = 1e-12,
+                        .weight_decay = 0};
   cr_assert_eq(tg_adamw_step(t, &o), TG_OK);
   ts_read(t, w, got, N);
   for (int i = 0; i < N; i++)
@@ -247,7 +263,7 @@ Test(optim, option_and_state_errors) {
   double g[1][N] = {{1, 2, 3, 4}}, got[N];
   set_grads(t, TG_F64, 1, &w, g);
 
-  tg_sgd_options so = {.lr = 0.1};
+  tg_sgd_options so = {.struct_size = sizeof(tg_sgd_options), .lr = 0.1};
   cr_expect_eq(tg_sgd_step(NULL, &so), TG_ERR_INVALID_ARGUMENT);
   cr_expect(strstr(tg_last_error(), "tg_sgd_step: argument 'tape' is NULL") != NULL, "%s", tg_last_error());
   TS_EXPECT_STATUS(tg_sgd_step(t, NULL), TG_ERR_INVALID_ARGUMENT, t, "argument 'opts' is NULL");
@@ -255,37 +271,54 @@ Test(optim, option_and_state_errors) {
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'lr' is -1; expected a finite number >= 0");
   so.lr = NAN;
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'lr' is nan");
-  so = (tg_sgd_options){.lr = 0.1, .momentum = -0.5};
+  so = (tg_sgd_options){.struct_size = sizeof(tg_sgd_options), .lr = 0.1, .momentum = -0.5};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'momentum' is -0.5");
-  so = (tg_sgd_options){.lr = 0.1, .weight_decay = -1e-3};
+  so = (tg_sgd_options){.struct_size = sizeof(tg_sgd_options), .lr = 0.1, .weight_decay = -1e-3};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'weight_decay'");
-  so = (tg_sgd_options){.lr = 0.1, .dampening = INFINITY};
+  so = (tg_sgd_options){.struct_size = sizeof(tg_sgd_options), .lr = 0.1, .dampening = INFINITY};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "option 'dampening' is inf");
-  so = (tg_sgd_options){.lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = 1};
+  so = (tg_sgd_options){
+      .struct_size = sizeof(tg_sgd_options), .lr = 0.1, .momentum = 0.9, .dampening = 0.1, .nesterov = 1};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t,
                    "Nesterov momentum needs momentum > 0 and dampening 0");
-  so = (tg_sgd_options){.lr = 0.1, .nesterov = 1};
+  so = (tg_sgd_options){.struct_size = sizeof(tg_sgd_options), .lr = 0.1, .nesterov = 1};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_INVALID_ARGUMENT, t, "Nesterov");
 
-  tg_adamw_options ao = tg_adamw_defaults();
+  tg_adamw_options ao;
+  tg_adamw_options_init(&ao);
   cr_expect_eq(tg_adamw_step(NULL, &ao), TG_ERR_INVALID_ARGUMENT);
   TS_EXPECT_STATUS(tg_adamw_step(t, NULL), TG_ERR_INVALID_ARGUMENT, t, "tg_adamw_step: argument 'opts' is NULL");
   ao.beta1 = 1.0;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t,
                    "option 'beta1' is 1; expected a number in [0, 1)");
-  ao = tg_adamw_defaults();
+  tg_adamw_options_init(&ao);
   ao.beta2 = -0.1;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'beta2' is -0.1");
-  ao = tg_adamw_defaults();
+  tg_adamw_options_init(&ao);
   ao.eps = 0;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t,
                    "option 'eps' is 0; expected a finite number > 0");
-  ao = tg_adamw_defaults();
+  tg_adamw_options_init(&ao);
   ao.lr = INFINITY;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'lr' is inf");
-  ao = tg_adamw_defaults();
+  tg_adamw_options_init(&ao);
   ao.weight_decay = NAN;
   TS_EXPECT_STATUS(tg_adamw_step(t, &ao), TG_ERR_INVALID_ARGUMENT, t, "option 'weight_decay' is nan");
+  /* the struct_size rule: a zeroed struct (never initialised) and one from a newer header are refused */
+  tg_adamw_options zeroed;
+  memset(&zeroed, 0, sizeof zeroed);
+  zeroed.lr = 0.1;
+  TS_EXPECT_STATUS(tg_adamw_step(t, &zeroed), TG_ERR_INVALID_ARGUMENT, t, "struct_size is 0");
+  struct {
+    tg_adamw_options o;
+    double newer_field;
+  } bigger;
+  tg_adamw_options_init(&bigger.o);
+  bigger.o.struct_size = sizeof bigger;
+  TS_EXPECT_STATUS(tg_adamw_step(t, &bigger.o), TG_ERR_INVALID_ARGUMENT, t, "built against a newer tiga.h");
+  tg_sgd_options szero;
+  memset(&szero, 0, sizeof szero);
+  TS_EXPECT_STATUS(tg_sgd_step(t, &szero), TG_ERR_INVALID_ARGUMENT, t, "tg_sgd_step: argument 'opts' (tg_sgd_options)");
 
   cr_expect_eq(tg_clip_grad_norm(NULL, 1, NULL), TG_ERR_INVALID_ARGUMENT);
   TS_EXPECT_STATUS(tg_clip_grad_norm(t, 0, NULL), TG_ERR_INVALID_ARGUMENT, t, "argument 'max_norm' is 0");
@@ -299,8 +332,8 @@ Test(optim, option_and_state_errors) {
 
   /* a sticky error: every runner refuses, the sticky message stays */
   cr_expect_eq(tg_relu(t, TG_NO_ID), TG_NO_ID);
-  so = (tg_sgd_options){.lr = 0.1};
-  ao = tg_adamw_defaults();
+  so = (tg_sgd_options){.struct_size = sizeof(tg_sgd_options), .lr = 0.1};
+  tg_adamw_options_init(&ao);
   cr_expect_eq(tg_sgd_step(t, &so), TG_ERR_STATE);
   cr_expect_eq(tg_adamw_step(t, &ao), TG_ERR_STATE);
   cr_expect_eq(tg_clip_grad_norm(t, 1, NULL), TG_ERR_STATE);
@@ -329,9 +362,9 @@ Test(optim, host_update_of_f16_is_a_dtype_error) {
   set_grads(t, TG_F64, 1, &a, g);
   uint16_t h = ts_f32_to_f16(1.5f);
   tg_id w = TG_NO_ID;
-  cr_assert_eq(tg_tape_parameter(t, TG_F16, 0, NULL, &h, 0, &w), TG_OK);
+  cr_assert_eq(tg_tape_parameter(t, TG_F16, 0, NULL, &h, ts_bytes(TG_F16, 0, NULL), 0, &w), TG_OK);
   cr_assert_eq(tg_tape_backward(t, w), TG_OK, "%s", tg_tape_error(t));
-  tg_sgd_options so = {.lr = 0.1};
+  tg_sgd_options so = {.struct_size = sizeof(tg_sgd_options), .lr = 0.1};
   TS_EXPECT_STATUS(tg_sgd_step(t, &so), TG_ERR_DTYPE, t, "parameter 1 (id");
   TS_EXPECT_STATUS(tg_clip_grad_norm(t, 1, NULL), TG_ERR_DTYPE, t, "is f16 with its gradient on the host");
   double got[N];
@@ -352,10 +385,18 @@ static void optim_run(tg_runtime *rt, tg_provider prov, int which, int64_t len, 
   tg_id w[2];
   for (int k = 0; k < 2; k++) {
     ts_uniform_f32(buf, (size_t)len, 100 + k, -1, 1);
-    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &len, buf, k ? TG_NO_WEIGHT_DECAY : 0, &w[k]), TG_OK);
+    cr_assert_eq(
+        tg_tape_parameter(t, TG_F32, 1, &len, buf, ts_bytes(TG_F32, 1, &len), k ? TG_NO_WEIGHT_DECAY : 0, &w[k]),
+        TG_OK);
   }
-  tg_sgd_options so = {.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.02};
-  tg_adamw_options ao = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
+  tg_sgd_options so = {
+      .struct_size = sizeof(tg_sgd_options), .lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.02};
+  tg_adamw_options ao = {.struct_size = sizeof(tg_adamw_options),
+                         .lr = 0.01,
+                         .beta1 = 0.9,
+                         .beta2 = 0.99,
+                         .eps = 1e-8,
+                         .weight_decay = 0.05};
   for (int s = 0; s < 3; s++) {
     tg_tape_zero_grad(t);
     tg_tape_set_provider(t, prov, NULL);
@@ -420,9 +461,16 @@ static void many_run(tg_runtime *rt, tg_provider prov, int np, const int64_t *le
   tg_id *w = malloc((size_t)np * sizeof *w);
   for (int k = 0; k < np; k++) {
     ts_uniform_f32(buf, (size_t)lens[k], 300 + (uint64_t)k, -1, 1);
-    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &lens[k], buf, k % 3 ? 0 : TG_NO_WEIGHT_DECAY, &w[k]), TG_OK);
+    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &lens[k], buf, ts_bytes(TG_F32, 1, &lens[k]),
+                                   k % 3 ? 0 : TG_NO_WEIGHT_DECAY, &w[k]),
+                 TG_OK);
   }
-  tg_adamw_options ao = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.05};
+  tg_adamw_options ao = {.struct_size = sizeof(tg_adamw_options),
+                         .lr = 0.01,
+                         .beta1 = 0.9,
+                         .beta2 = 0.99,
+                         .eps = 1e-8,
+                         .weight_decay = 0.05};
   for (int s = 0; s < 2; s++) {
     tg_tape_zero_grad(t);
     tg_tape_set_provider(t, prov, NULL);
@@ -486,7 +534,7 @@ Test(optim_cuda, allocation_failure_leaves_parameters_untouched) {
   tg_id w[2];
   for (int k = 0; k < 2; k++) {
     ts_uniform_f32(x, (size_t)len, 50 + k, -1, 1);
-    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &len, x, 0, &w[k]), TG_OK);
+    cr_assert_eq(tg_tape_parameter(t, TG_F32, 1, &len, x, ts_bytes(TG_F32, 1, &len), 0, &w[k]), TG_OK);
   }
   tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
   ts_uniform_f32(x, (size_t)len, 60, -1, 1);
@@ -495,7 +543,8 @@ Test(optim_cuda, allocation_failure_leaves_parameters_untouched) {
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
   for (int k = 0; k < 2; k++)
     tg_tape_read(t, w[k], before + k * len, (size_t)len * sizeof(float));
-  tg_adamw_options o = tg_adamw_defaults();
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
   cr_assert_eq(tg_runtime_inject_alloc_failure(dev, 2), TG_OK); /* m0, v0 succeed, m1 fails */
   TS_EXPECT_STATUS(tg_adamw_step(t, &o), TG_ERR_OUT_OF_MEMORY, t, "injected");
   cr_expect_eq(tg_tape_status(t), TG_OK);

@@ -7,7 +7,7 @@
 static void expect_shape(tg_tape *t, tg_id id, int ndim, const int64_t *want) {
   int nd = -1;
   int64_t sh[TG_MAX_DIMS];
-  cr_assert_eq(tg_tape_shape(t, id, &nd, sh), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_shape(t, id, &nd, sh, TG_MAX_DIMS), TG_OK, "%s", tg_tape_error(t));
   cr_expect_eq(nd, ndim, "ndim %d, expected %d", nd, ndim);
   for (int i = 0; i < ndim && i < nd; i++)
     cr_expect_eq(sh[i], want[i], "dim %d is %lld, expected %lld", i, (long long)sh[i], (long long)want[i]);

@@ -45,7 +45,7 @@ Test(softmax, forward_f32_3d) {
   TS_EXPECT_CLOSE(y, want, 30, 1e-7, 1e-6);
   int nd;
   int64_t ysh[TG_MAX_DIMS];
-  cr_expect_eq(tg_tape_shape(t, iy, &nd, ysh), TG_OK);
+  cr_expect_eq(tg_tape_shape(t, iy, &nd, ysh, TG_MAX_DIMS), TG_OK);
   cr_expect(nd == 3 && ysh[0] == 2 && ysh[1] == 3 && ysh[2] == 5);
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);

@@ -9,7 +9,8 @@ static const int64_t S3[1] = {3};
 
 Test(tape, version_and_names) {
   cr_expect_eq(tg_api_version(), TIGA_API_VERSION);
-  cr_expect(strstr(tg_version_string(), "0.1.0") != NULL);
+  cr_expect(strstr(tg_version_string(), "0.2.0") != NULL);
+  cr_expect_eq(TIGA_API_VERSION, 200);
   cr_expect_str_eq(tg_status_string(TG_ERR_SHAPE), "TG_ERR_SHAPE");
   cr_expect_str_eq(tg_status_string((tg_status)999), "TG_ERR_UNKNOWN");
   cr_expect_eq(tg_dtype_size(TG_BF16), 2);
@@ -200,22 +201,37 @@ Test(tape, create_and_read_errors) {
   int32_t ix32[3] = {1, 2, 3};
   tg_id id = TG_NO_ID;
   int64_t bad[2] = {2, 0}, big[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, NULL, 0, &id), TG_ERR_INVALID_ARGUMENT, t, "'data' is NULL");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, NULL, 0, 0, &id), TG_ERR_INVALID_ARGUMENT, t, "'data' is NULL");
   cr_expect_eq(id, TG_NO_ID);
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, x, 0, NULL), TG_ERR_INVALID_ARGUMENT, t, "'out' is NULL");
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 2, bad, x, 0, &id), TG_ERR_SHAPE, t, "size 0 at dim 1");
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 9, big, x, 0, &id), TG_ERR_SHAPE, t, "'ndim' is 9");
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, NULL, x, 0, &id), TG_ERR_INVALID_ARGUMENT, t, "'shape' is NULL");
-  TS_EXPECT_STATUS(tg_tape_input(t, (tg_dtype)77, 1, S3, x, 0, &id), TG_ERR_DTYPE, t, "'dtype' is 77");
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_I32, 1, S3, ix32, TG_REQUIRES_GRAD, &id), TG_ERR_DTYPE, t, "float dtype");
-  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, x, 0x80, &id), TG_ERR_INVALID_ARGUMENT, t, "'flags' is 0x80");
-  TS_EXPECT_STATUS(tg_tape_parameter(t, TG_F64, 1, S3, x, TG_REQUIRES_GRAD, &id), TG_ERR_INVALID_ARGUMENT, t,
-                   "TG_NO_WEIGHT_DECAY");
-  cr_expect_eq(tg_tape_input(NULL, TG_F64, 1, S3, x, 0, &id), TG_ERR_INVALID_ARGUMENT);
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, x, ts_bytes(TG_F64, 1, S3), 0, NULL), TG_ERR_INVALID_ARGUMENT, t,
+                   "'out' is NULL");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 2, bad, x, ts_bytes(TG_F64, 2, bad), 0, &id), TG_ERR_SHAPE, t,
+                   "size 0 at dim 1");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 9, big, x, ts_bytes(TG_F64, 9, big), 0, &id), TG_ERR_SHAPE, t,
+                   "'ndim' is 9");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, NULL, x, sizeof x, 0, &id), TG_ERR_INVALID_ARGUMENT, t,
+                   "'shape' is NULL");
+  TS_EXPECT_STATUS(tg_tape_input(t, (tg_dtype)77, 1, S3, x, ts_bytes((tg_dtype)77, 1, S3), 0, &id), TG_ERR_DTYPE, t,
+                   "'dtype' is 77");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_I32, 1, S3, ix32, ts_bytes(TG_I32, 1, S3), TG_REQUIRES_GRAD, &id), TG_ERR_DTYPE,
+                   t, "float dtype");
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, x, ts_bytes(TG_F64, 1, S3), 0x80, &id), TG_ERR_INVALID_ARGUMENT, t,
+                   "'flags' is 0x80");
+  TS_EXPECT_STATUS(tg_tape_parameter(t, TG_F64, 1, S3, x, ts_bytes(TG_F64, 1, S3), TG_REQUIRES_GRAD, &id),
+                   TG_ERR_INVALID_ARGUMENT, t, "TG_NO_WEIGHT_DECAY");
+  cr_expect_eq(tg_tape_input(NULL, TG_F64, 1, S3, x, ts_bytes(TG_F64, 1, S3), 0, &id), TG_ERR_INVALID_ARGUMENT);
   cr_expect(strstr(tg_last_error(), "'tape' is NULL") != NULL);
+  /* every pointer carries its byte count: a short or long buffer is refused, never read past */
+  TS_EXPECT_STATUS(tg_tape_input(t, TG_F64, 1, S3, x, 16, 0, &id), TG_ERR_INVALID_ARGUMENT, t,
+                   "argument 'data_bytes' is 16; shape [3] of f64 needs 3 x 8 = 24 bytes");
+  TS_EXPECT_STATUS(tg_tape_parameter(t, TG_F64, 1, S3, x, 32, 0, &id), TG_ERR_INVALID_ARGUMENT, t,
+                   "argument 'data_bytes' is 32");
+  TS_EXPECT_STATUS(tg_tape_parameter(t, TG_F64, 1, S3, NULL, 24, 0, &id), TG_ERR_INVALID_ARGUMENT, t,
+                   "or NULL with data_bytes 0 for zeros");
+  cr_expect_eq(id, TG_NO_ID);
   /* parameter with NULL data is zeros */
   tg_id p;
-  cr_assert_eq(tg_tape_parameter(t, TG_F64, 1, S3, NULL, 0, &p), TG_OK);
+  cr_assert_eq(tg_tape_parameter(t, TG_F64, 1, S3, NULL, 0, 0, &p), TG_OK);
   double v[3] = {9, 9, 9};
   cr_expect_eq(tg_tape_read(t, p, v, sizeof v), TG_OK);
   cr_expect(v[0] == 0 && v[1] == 0 && v[2] == 0);
@@ -235,13 +251,13 @@ Test(tape, create_and_read_errors) {
   int64_t sh[TG_MAX_DIMS];
   tg_dtype dt;
   int64_t numel;
-  cr_expect_eq(tg_tape_shape(t, r, &nd, sh), TG_OK);
+  cr_expect_eq(tg_tape_shape(t, r, &nd, sh, TG_MAX_DIMS), TG_OK);
   cr_expect(nd == 1 && sh[0] == 3);
   cr_expect_eq(tg_tape_dtype(t, r, &dt), TG_OK);
   cr_expect_eq(dt, TG_F64);
   cr_expect_eq(tg_tape_numel(t, r, &numel), TG_OK);
   cr_expect_eq(numel, 3);
-  TS_EXPECT_STATUS(tg_tape_shape(t, r, NULL, sh), TG_ERR_INVALID_ARGUMENT, t, "'ndim' is NULL");
+  TS_EXPECT_STATUS(tg_tape_shape(t, r, NULL, sh, TG_MAX_DIMS), TG_ERR_INVALID_ARGUMENT, t, "'ndim' is NULL");
   TS_EXPECT_STATUS(tg_tape_dtype(t, r, NULL), TG_ERR_INVALID_ARGUMENT, t, "'out' is NULL");
   double sv;
   TS_EXPECT_STATUS(tg_tape_scalar(t, r, &sv), TG_ERR_SHAPE, t, "3 elements");
@@ -252,9 +268,10 @@ Test(tape, create_and_read_errors) {
   /* f16 / bf16 storage values can be created and read back */
   uint16_t h[3] = {0x3C00, 0x4000, 0xC200}; /* 1, 2, -3 in f16 */
   tg_id hf;
-  cr_assert_eq(tg_tape_input(t, TG_F16, 1, S3, h, 0, &hf), TG_OK);
+  cr_assert_eq(tg_tape_input(t, TG_F16, 1, S3, h, ts_bytes(TG_F16, 1, S3), 0, &hf), TG_OK);
   tg_id one;
-  cr_assert_eq(tg_tape_input(t, TG_BF16, 0, NULL, (uint16_t[]){0xC040}, 0, &one), TG_OK); /* -3 in bf16 */
+  cr_assert_eq(tg_tape_input(t, TG_BF16, 0, NULL, (uint16_t[]){0xC040}, ts_bytes(TG_BF16, 0, NULL), 0, &one),
+               TG_OK); /* -3 in bf16 */
   cr_expect_eq(tg_tape_scalar(t, one, &sv), TG_OK);
   cr_expect_eq(sv, -3.0);
   tg_tape_destroy(t);

@@ -9,6 +9,8 @@ F32, F64, F16, BF16, I32, I64, U8 = range(7)
 HOST, CUDA_FUSED, CUDA_COMPOSED = 1, 2, 3
 REQUIRES_GRAD, NO_WEIGHT_DECAY = 1, 2
 NO_ID = -1
+ABSENT = -2
+API_VERSION = 200  # tiga.h's TIGA_API_VERSION this file was written against
 
 
 class TigaError(RuntimeError):
@@ -38,8 +40,8 @@ def lib(path=None):
             "tg_tape_error": (C.c_char_p, [C.c_void_p]),
             "tg_tape_reset": (C.c_int, [C.c_void_p]),
             "tg_tape_set_provider": (C.c_int, [C.c_void_p, C.c_int, C.c_void_p]),
-            "tg_tape_input": (C.c_int, [C.c_void_p, C.c_int, C.c_int, I64P, C.c_void_p, C.c_uint, I64P]),
-            "tg_tape_parameter": (C.c_int, [C.c_void_p, C.c_int, C.c_int, I64P, C.c_void_p, C.c_uint, I64P]),
+            "tg_tape_input": (C.c_int, [C.c_void_p, C.c_int, C.c_int, I64P, C.c_void_p, C.c_size_t, C.c_uint, I64P]),
+            "tg_tape_parameter": (C.c_int, [C.c_void_p, C.c_int, C.c_int, I64P, C.c_void_p, C.c_size_t, C.c_uint, I64P]),
             "tg_tape_read": (C.c_int, [C.c_void_p, C.c_int64, C.c_void_p, C.c_size_t]),
             "tg_tape_read_grad": (C.c_int, [C.c_void_p, C.c_int64, C.c_void_p, C.c_size_t]),
             "tg_tape_numel": (C.c_int, [C.c_void_p, C.c_int64, I64P]),
@@ -55,6 +57,8 @@ def lib(path=None):
         for op in ["tg_relu", "tg_gelu", "tg_tanh", "tg_softmax", "tg_sum", "tg_mean"]:
             getattr(L, op).restype, getattr(L, op).argtypes = C.c_int64, [C.c_void_p, C.c_int64]
         L.tg_linear.restype, L.tg_linear.argtypes = C.c_int64, [C.c_void_p, C.c_int64, C.c_int64, C.c_int64]
+        if L.tg_api_version() != API_VERSION:
+            raise RuntimeError(f"libtiga at {path} has API version {L.tg_api_version()}; this binding needs {API_VERSION}")
         _lib = L
     return _lib
 
@@ -94,10 +98,12 @@ class Tape:
         n = 1
         for s in shape:
             n *= s
+        if len(data) != n:
+            raise ValueError(f"{len(data)} values for shape {list(shape)} ({n} elements)")
         buf = (C.c_double * n)(*data)
         shp = (C.c_int64 * max(1, len(shape)))(*shape)
         out = C.c_int64(NO_ID)
-        _check(fn(self.t, F64, len(shape), shp, buf, flags, C.byref(out)), self._err)
+        _check(fn(self.t, F64, len(shape), shp, buf, 8 * n, flags, C.byref(out)), self._err)
         return out.value
 
     def input(self, shape, data, requires_grad=False):

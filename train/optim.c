@@ -35,16 +35,21 @@ static tg_status unstick(tg_tape *t) {
   return tgi_error(t, s, "%s", msg);
 }
 
-/* Checks shared by the three runners: a tape without a sticky error, and options when given. */
-static tg_status begin(tg_tape *t, const char *fn, bool has_opts, const void *opts) {
+/* Checks shared by the three runners: a tape without a sticky error, and options when given
+ * (copied over the defaults in *dst, which has dst_size bytes: tiga.h's struct_size rule). */
+static tg_status begin(tg_tape *t, const char *fn, const char *opts_type, void *dst, size_t dst_size,
+                       const void *opts) {
   if (!t) {
     tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
     return TG_ERR_INVALID_ARGUMENT;
   }
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
-  if (has_opts && !opts)
-    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected options", fn);
+  if (opts_type && !opts)
+    return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' is NULL; expected %s (%s_init)", fn, opts_type,
+                     opts_type);
+  const char *why = opts_type ? tgi_opts_copy(dst, dst_size, opts) : NULL;
+  if (why) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'opts' (%s): %s", fn, opts_type, why);
   t->cur_op = fn; /* prefix of messages from the placement helpers */
   return TG_OK;
 }
@@ -151,9 +156,16 @@ static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
 
 /* ------------------------------------------------------------ SGD */
 
-tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *o) {
+void tg_sgd_options_init(tg_sgd_options *o) {
+  if (o) *o = (tg_sgd_options){.struct_size = sizeof *o, .lr = 1e-3};
+}
+
+tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *opts) {
   const char *fn = "tg_sgd_step";
-  tg_status s = begin(t, fn, true, o);
+  tg_sgd_options oo;
+  tg_sgd_options_init(&oo);
+  const tg_sgd_options *o = &oo;
+  tg_status s = begin(t, fn, "tg_sgd_options", &oo, sizeof oo, opts);
   if (s) return s;
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "momentum", o->momentum, 0, false, INFINITY, true)) ||
@@ -201,14 +213,16 @@ done:
 
 /* ------------------------------------------------------------ AdamW */
 
-tg_adamw_options tg_adamw_defaults(void) {
-  tg_adamw_options o = {1e-3, 0.9, 0.999, 1e-8, 0.01};
-  return o;
+void tg_adamw_options_init(tg_adamw_options *o) {
+  if (o) *o = (tg_adamw_options){sizeof *o, 1e-3, 0.9, 0.999, 1e-8, 0.01};
 }
 
-tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *o) {
+tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
   const char *fn = "tg_adamw_step";
-  tg_status s = begin(t, fn, true, o);
+  tg_adamw_options oo;
+  tg_adamw_options_init(&oo);
+  const tg_adamw_options *o = &oo;
+  tg_status s = begin(t, fn, "tg_adamw_options", &oo, sizeof oo, opts);
   if (s) return s;
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "beta1", o->beta1, 0, false, 1, true)) ||
@@ -286,7 +300,7 @@ static bool any_host(const item *it, size_t n) {
 
 tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
   const char *fn = "tg_clip_grad_norm";
-  tg_status s = begin(t, fn, false, NULL);
+  tg_status s = begin(t, fn, NULL, NULL, 0, NULL);
   if (s) return s;
   if (!(max_norm > 0))
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'max_norm' is %g; expected a number > 0", fn, max_norm);

@@ -1,0 +1,228 @@
+/* The forms kernels read, built on demand from a relation and cached on it: the host CSR of a
+ * non-CSR kind (graph ops on the host) and, on a CUDA runtime, the device form (relation.h). */
+#include "relation.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/attention_fused.h"
+#endif
+
+void tgi_rel_host_view(const tg_relation *r, host_rel *v) {
+  static const host_rel_kind map[] = {HOST_REL_DENSE,  HOST_REL_CAUSAL, HOST_REL_MASK,
+                                      HOST_REL_VARLEN, HOST_REL_CSR,    HOST_REL_CSR};
+  memset(v, 0, sizeof *v);
+  v->kind = map[r->kind];
+  v->nq = r->nq;
+  v->nk = r->nk;
+  v->mask = r->mask;
+  v->mask_batch = r->mask_batch;
+  v->cu_q = r->cu_q;
+  v->cu_k = r->cu_k;
+  v->n_seqs = r->n_seqs;
+  v->causal = r->causal;
+  v->row_ptr = r->row_ptr;
+  v->col_idx = r->col_idx;
+}
+
+const char *tgi_rel_kind_name(tg_relation_kind k) {
+  static const char *names[] = {"dense", "causal", "mask", "varlen", "csr", "concat"};
+  return (unsigned)k < 6 ? names[k] : "unknown";
+}
+
+static int64_t rel_edges(const tg_relation *r) {
+  if (r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT) return r->nnz;
+  if (r->kind == TG_REL_MASK && r->mask_batch > 1) return -1; /* differs per batch entry */
+  return r->allowed;
+}
+
+void tgi_rel_describe(const tg_relation *r, char *buf, size_t cap) {
+  char kind[64];
+  if (r->kind == TG_REL_MASK)
+    snprintf(kind, sizeof kind, "mask(batch %lld)", (long long)r->mask_batch);
+  else if (r->kind == TG_REL_VARLEN)
+    snprintf(kind, sizeof kind, "varlen(%d seqs%s)", r->n_seqs, r->causal ? ", causal" : "");
+  else if (r->kind == TG_REL_CONCAT)
+    snprintf(kind, sizeof kind, "concat(%d parts)", r->n_parts);
+  else
+    snprintf(kind, sizeof kind, "%s", tgi_rel_kind_name(r->kind));
+  snprintf(buf, cap, "rel=%s nnz=%lld rel_dev=%zuB", kind, (long long)r->allowed, r->dev.bytes);
+}
+
+bool tgi_rel_host_csr(tg_tape *t, tg_relation *r, const int64_t **row_ptr, const int32_t **col_idx, int64_t *nnz) {
+  if (r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT) {
+    *row_ptr = r->row_ptr, *col_idx = r->col_idx, *nnz = r->nnz;
+    return true;
+  }
+  if (!r->hcsr_row_ptr) {
+    host_rel v;
+    tgi_rel_host_view(r, &v);
+    int64_t *rp = malloc((size_t)(r->nq + 1) * sizeof *rp);
+    if (!rp) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for the relation's CSR form");
+    host_rel_to_csr(&v, 0, rp, NULL);
+    int32_t *ci = malloc((size_t)(rp[r->nq] ? rp[r->nq] : 1) * sizeof *ci);
+    if (!ci) {
+      free(rp);
+      return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for the relation's CSR form (%lld edges)",
+                      (long long)rel_edges(r));
+    }
+    host_rel_to_csr(&v, 0, rp, ci);
+    r->hcsr_row_ptr = rp, r->hcsr_col_idx = ci, r->hcsr_nnz = rp[r->nq];
+  }
+  *row_ptr = r->hcsr_row_ptr, *col_idx = r->hcsr_col_idx, *nnz = r->hcsr_nnz;
+  return true;
+}
+
+#ifdef TIGA_HAVE_CUDA
+/* Device memory that belongs to the relation (counted by the runtime, freed with the relation). */
+static void *dev_alloc(tg_tape *t, tg_relation *r, size_t bytes) {
+  void *d = NULL;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_alloc(r->rt->dev, bytes ? bytes : 1, &d, msg);
+  if (s) return tgi_fail(t, s, "the relation's device form: %s", msg), NULL;
+  r->dev.bytes += bytes;
+  return d;
+}
+
+/* Uploads relation-owned host bytes into new relation device memory. The host arrays live as long
+ * as the relation, and cudaMemcpyAsync has staged pageable sources when it returns, so nothing
+ * waits for the copy. */
+static void *dev_upload(tg_tape *t, tg_relation *r, const void *src, size_t bytes) {
+  void *d = dev_alloc(t, r, bytes);
+  if (!d || !bytes) return d;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_h2d_async(r->rt->dev, d, src, bytes, msg);
+  if (s) {
+    tgi_device_free(r->rt->dev, d);
+    r->dev.bytes -= bytes;
+    return tgi_fail(t, s, "uploading the relation's device form: %s", msg), NULL;
+  }
+  r->dev.uploads++;
+  t->pending_h2d++;
+  return d;
+}
+
+bool tgi_rel_dev_csr(tg_tape *t, tg_relation *r, bool transpose, tgc_csr *out) {
+  const int64_t *rp;
+  const int32_t *ci;
+  int64_t nnz;
+  if (!r->dev.row_ptr) {
+    if (!tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return false;
+    int64_t *drp = dev_upload(t, r, rp, (size_t)(r->nq + 1) * sizeof *rp);
+    int32_t *dci = drp ? dev_upload(t, r, ci, (size_t)nnz * sizeof *ci) : NULL;
+    if (!dci) {
+      if (drp) tgi_device_free(r->rt->dev, drp), r->dev.bytes -= (size_t)(r->nq + 1) * sizeof *rp;
+      return false;
+    }
+    r->dev.row_ptr = drp, r->dev.col_idx = dci;
+  }
+  nnz = rel_edges(r);
+  if (transpose && !r->dev.t_ptr) {
+    size_t bp = (size_t)(r->nk + 1) * sizeof(int64_t), br = (size_t)nnz * sizeof(int32_t),
+           be = (size_t)nnz * sizeof(int64_t);
+    size_t wb = cuda_relation_transpose_workspace(r->nq, r->nk, nnz);
+    int64_t *tp = dev_alloc(t, r, bp);
+    int32_t *tr = tp ? dev_alloc(t, r, br) : NULL;
+    int64_t *te = tr ? dev_alloc(t, r, be) : NULL;
+    void *ws = te && wb ? tgi_scratch_d(t, wb) : NULL;
+    tg_status s = TG_OK;
+    if (te && (ws || !wb))
+      s = cuda_relation_transpose(TGI_STREAM(t), r->nq, r->nk, nnz, r->dev.row_ptr, r->dev.col_idx, tp, tr, te, ws, wb);
+    if (!te || (wb && !ws) || s) {
+      if (s) tgi_fail_cuda(t, s, "transposing the relation");
+      void *ps[] = {tp, tr, te};
+      for (int i = 0; i < 3; i++)
+        if (ps[i]) tgi_device_free(r->rt->dev, ps[i]);
+      r->dev.bytes -= (tp ? bp : 0) + (tr ? br : 0) + (te ? be : 0);
+      return false;
+    }
+    r->dev.t_ptr = tp, r->dev.t_row = tr, r->dev.t_edge = te;
+  }
+  *out = (tgc_csr){.nq = r->nq,
+                   .nk = r->nk,
+                   .nnz = nnz,
+                   .row_ptr = r->dev.row_ptr,
+                   .col_idx = r->dev.col_idx,
+                   .t_ptr = r->dev.t_ptr,
+                   .t_row = r->dev.t_row,
+                   .t_edge = r->dev.t_edge};
+  return true;
+}
+
+static int64_t mask_entries(const tg_relation *r) {
+  return r->kind == TG_REL_MASK && r->mask_batch > 1 ? r->mask_batch : 1;
+}
+
+/* u8 mask bytes on the host: the relation's own (MASK) or a dense copy of a CSR (*owned). */
+static const uint8_t *host_mask(tg_tape *t, tg_relation *r, bool *owned) {
+  *owned = false;
+  if (r->kind == TG_REL_MASK) return r->mask;
+  const int64_t *rp;
+  const int32_t *ci;
+  int64_t nnz;
+  if (!tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return NULL;
+  uint8_t *m = calloc((size_t)(r->nq * r->nk), 1);
+  if (!m) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory densifying the relation"), NULL;
+  for (int64_t i = 0; i < r->nq; i++)
+    for (int64_t e = rp[i]; e < rp[i + 1]; e++)
+      m[i * r->nk + ci[e]] = 1;
+  *owned = true;
+  return m;
+}
+
+const uint8_t *tgi_rel_dev_mask(tg_tape *t, tg_relation *r) {
+  if (r->dev.mask) return r->dev.mask;
+  bool owned;
+  const uint8_t *h = host_mask(t, r, &owned);
+  if (!h) return NULL;
+  r->dev.mask = dev_upload(t, r, h, (size_t)(mask_entries(r) * r->nq * r->nk));
+  if (owned) free((void *)h);
+  return r->dev.mask;
+}
+
+const void *tgi_rel_dev_mask_prep(tg_tape *t, tg_relation *r) {
+  if (r->dev.prep) return r->dev.prep;
+  int64_t mb = mask_entries(r);
+  /* the u8 bytes are only an input here: staged in step scratch unless COMPOSED cached them */
+  const uint8_t *m = r->dev.mask;
+  if (!m) {
+    bool owned;
+    const uint8_t *h = host_mask(t, r, &owned);
+    if (!h) return NULL;
+    size_t bytes = (size_t)(mb * r->nq * r->nk);
+    uint8_t *d = tgi_scratch_d(t, bytes);
+    char msg[TGI_MSG_CAP];
+    tg_status s = d ? tgi_device_h2d(r->rt->dev, d, h, bytes, msg) : TG_OK;
+    if (owned) free((void *)h);
+    if (!d) return NULL;
+    if (s) return tgi_fail(t, s, "uploading the relation's mask: %s", msg), NULL;
+    r->dev.uploads++;
+    t->pending_h2d++;
+    m = d;
+  }
+  void *prep = dev_alloc(t, r, cuda_attention_fused_mask_bytes(mb, r->nq, r->nk));
+  if (!prep) return NULL;
+  tg_status s = cuda_attention_fused_mask_prepare(TGI_STREAM(t), m, mb, r->nq, r->nk, prep);
+  if (s) {
+    tgi_device_free(r->rt->dev, prep);
+    r->dev.bytes -= cuda_attention_fused_mask_bytes(mb, r->nq, r->nk);
+    return tgi_fail_cuda(t, s, "fused mask preparation"), NULL;
+  }
+  r->dev.prep = prep;
+  return prep;
+}
+
+const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r) {
+  if (r->dev.cu) return r->dev.cu;
+  size_t n = (size_t)r->n_seqs + 1;
+  int32_t *h = malloc(2 * n * sizeof *h);
+  if (!h) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory"), NULL;
+  memcpy(h, r->cu_q, n * sizeof *h);
+  memcpy(h + n, r->cu_k, n * sizeof *h);
+  r->dev.cu = dev_upload(t, r, h, 2 * n * sizeof *h);
+  free(h);
+  return r->dev.cu;
+}
+#endif
