@@ -351,6 +351,8 @@ TG_API tg_id tg_scale(tg_tape *tape, tg_id x, double s);
 TG_API tg_id tg_relu(tg_tape *tape, tg_id x);
 /* y = x for x > 0, slope * x otherwise. */
 TG_API tg_id tg_leaky_relu(tg_tape *tape, tg_id x, double slope);
+/* ELU: y = x for x > 0, alpha * (exp(x) - 1) otherwise (alpha > 0; GAT uses 1). */
+TG_API tg_id tg_elu(tg_tape *tape, tg_id x, double alpha);
 /* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 TG_API tg_id tg_gelu(tg_tape *tape, tg_id x);
 TG_API tg_id tg_tanh(tg_tape *tape, tg_id x);
@@ -514,6 +516,60 @@ TG_API void tg_mha_options_init(tg_mha_options *opts);
 
 TG_API tg_id tg_mha(tg_tape *tape, tg_id x, tg_id wq, tg_id wk, tg_id wv, tg_id wo, const tg_mha_options *opts);
 
+/* ---------------------------------------------------------------- graph ops
+ * A relation read as a graph (seed 000: attention is one online-softmax reducer over a relation,
+ * for sequences and for graphs). Edges e = (j -> i) are the relation's allowed pairs of batch
+ * entry 0, destination-major (by i), sources j ascending within a row; E = tg_relation_info's
+ * allowed_pairs. i indexes the destination side (Nq = the relation's nq), j the source side
+ * (Nk = nk). Any kind works (a per-batch mask does not: it is several graphs).
+ * Per-edge tensors are [E, ...] in that order; per-node tensors [N, ...].
+ * Every softmax over a row's edges saves only the row's log-sum-exp lse [H, Nq] (f32; -inf for a
+ * row with no edge, whose output is 0 and whose gradient is 0) — never [E, H] weights on the
+ * fused path. Gradients are deterministic on every provider: per-source sums walk the relation's
+ * transpose in a fixed order (no float atomics), so the same inputs give bit-identical results.
+ * dtypes: HOST f32 / f64; CUDA f32 / f16 / bf16 with f32 accumulation. Providers: HOST, and CUDA
+ * (for tg_graph_attend and tg_gat_attention: CUDA_FUSED, one kernel that never materialises the
+ * weights, or CUDA_COMPOSED, recorded graph ops with [E, ...] intermediates). */
+typedef enum tg_graph_side {
+  TG_GRAPH_SOURCE = 0, /* x [Nk, ...]: the edge's source j */
+  TG_GRAPH_DEST = 1    /* x [Nq, ...]: the edge's destination i */
+} tg_graph_side;
+/* out [E, ...] with out[e] = x[j] (SOURCE) or x[i] (DEST). */
+TG_API tg_id tg_graph_gather(tg_tape *tape, const tg_relation *rel, tg_id x, tg_graph_side side);
+
+typedef enum tg_graph_reduce_kind {
+  TG_REDUCE_SUM = 0,
+  TG_REDUCE_MEAN = 1,
+  TG_REDUCE_MAX = 2 /* per element; the gradient goes to the first (lowest e) arg-max edge */
+} tg_graph_reduce_kind;
+/* edge_values [E, ...] -> out [Nq, ...]: the reduction over each destination's edges (a row with
+ * no edge gives 0). */
+TG_API tg_id tg_graph_reduce(tg_tape *tape, const tg_relation *rel, tg_id edge_values, tg_graph_reduce_kind kind);
+/* scores [E, H] -> [E, H]: softmax over each destination's edges, per head. */
+TG_API tg_id tg_graph_softmax(tg_tape *tape, const tg_relation *rel, tg_id scores);
+
+/* Options of tg_graph_attend and tg_gat_attention (and, later, tg_edge_attention). */
+typedef struct tg_graph_attention_options {
+  size_t struct_size;    /* tg_graph_attention_options_init */
+  double negative_slope; /* LeakyReLU slope of tg_gat_attention's score (init 0.2) */
+  double dropout_keep;   /* attention dropout keep probability in (0, 1]; init 1: none */
+  tg_id *lse_out;        /* init NULL; else receives the id of lse [H, Nq] f32 */
+} tg_graph_attention_options;
+TG_API void tg_graph_attention_options_init(tg_graph_attention_options *opts);
+/* The online-softmax reducer with a field score: scores [E, H], values [Nk, H, F] ->
+ *   out[i, h] = sum_{e = (j -> i)} softmax_e(scores[:, h]) * w_e,h * values[j, h]
+ * with w = 1, or with attention dropout w = m / keep, m the mask bit of tg_attention's Philox rule
+ * for B = 1, head h, row R = h * Nq + i and key index j (the source) — the same bits on every
+ * provider. In no-grad mode dropout is off; the RNG call counter advances as in tg_attention.
+ * opts may be NULL (init defaults). */
+TG_API tg_id tg_graph_attend(tg_tape *tape, const tg_relation *rel, tg_id scores, tg_id values,
+                             const tg_graph_attention_options *opts);
+/* GAT (Veličković et al.): scores s_e,h = LeakyReLU(e_dst[i, h] + e_src[j, h]) with slope
+ * opts->negative_slope, then tg_graph_attend. e_dst [Nq, H], e_src [Nk, H], values [Nk, H, F]
+ * -> [Nq, H, F]. CUDA_FUSED stores nothing of size E in either direction. */
+TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst, tg_id e_src, tg_id values,
+                              const tg_graph_attention_options *opts);
+
 /* ---------------------------------------------------------------- optimizers
  * Both update every parameter of the tape that has a gradient, in its own dtype, with state
  * (momentum / moments, step count) kept per parameter across tg_tape_reset. They do not zero
@@ -540,6 +596,17 @@ typedef struct tg_adamw_options {
 /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0.01 (PyTorch's defaults). */
 TG_API void tg_adamw_options_init(tg_adamw_options *opts);
 TG_API tg_status tg_adamw_step(tg_tape *tape, const tg_adamw_options *opts);
+
+/* PyTorch's Adam (torch.optim.Adam) with coupled L2 weight decay, which the GAT recipe uses:
+ * t += 1; g = grad + wd * p (wd skipped for TG_NO_WEIGHT_DECAY parameters); m = b1 m + (1-b1) g;
+ * v = b2 v + (1-b2) g^2; p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps). */
+typedef struct tg_adam_options {
+  size_t struct_size; /* tg_adam_options_init */
+  double lr, beta1, beta2, eps, weight_decay;
+} tg_adam_options;
+/* lr 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0 (PyTorch's defaults). */
+TG_API void tg_adam_options_init(tg_adam_options *opts);
+TG_API tg_status tg_adam_step(tg_tape *tape, const tg_adam_options *opts);
 
 /* Scales all parameter gradients so that their global L2 norm is at most max_norm
  * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. */

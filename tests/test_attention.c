@@ -499,9 +499,9 @@ Test(attention, errors) {
   tg_relation_dense(rt, 3, 3, &d33);
   tg_relation_causal(rt, 3, 5, &c35);
   tg_relation_dense(other, 3, 4, &foreign);
-  tg_relation_mask(rt, 3, 3, 4, m, (size_t)((3 ? 3 : 1) * 3 * 4), &mask3);
+  tg_relation_mask(rt, 3, 3, 4, m, (size_t)(3 * 3 * 4), &mask3);
   int32_t cu[3] = {0, 1, 3};
-  tg_relation_varlen(rt, 2, cu, (size_t)((2) + 1) * sizeof(int32_t), NULL, 0, 0, &vl);
+  tg_relation_varlen(rt, 2, cu, 3 * sizeof(int32_t), NULL, 0, 0, &vl);
   tg_id lse = 42;
   tg_attention_options o = ts_attn_opts(0, 0, &lse, 0);
 #define FRESH()                                                                                                        \
@@ -992,8 +992,8 @@ Test(attention_cuda, wgmma_masks_are_coarse_and_fine) {
   wg_masks();
   tg_runtime *rt = ts_host_runtime();
   tg_relation *c = NULL, *f = NULL;
-  cr_assert_eq(tg_relation_mask(rt, 0, 300, 260, COARSE_MASK, (size_t)((0 ? 0 : 1) * 300 * 260), &c), TG_OK);
-  cr_assert_eq(tg_relation_mask(rt, 2, 150, 140, FINE_MASK, (size_t)((2 ? 2 : 1) * 150 * 140), &f), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 0, 300, 260, COARSE_MASK, (size_t)(300 * 260), &c), TG_OK);
+  cr_assert_eq(tg_relation_mask(rt, 2, 150, 140, FINE_MASK, (size_t)(2 * 150 * 140), &f), TG_OK);
   cr_expect_eq(c->mask_coarse, 1, "the coarse mask takes the 128-row / 128-key tiles");
   cr_expect_eq(f->mask_coarse, 0, "the fine mask takes the 64 x 64 tiles");
   tg_relation_destroy(c);
