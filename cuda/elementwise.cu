@@ -11,6 +11,7 @@ __device__ __forceinline__ float unary_f(int op, float a, float x) {
   case HOST_LEAKY_RELU: return x > 0.f ? x : a * x;
   case HOST_GELU: return 0.5f * x * (1.f + tanhf(SQRT_2_OVER_PI * (x + 0.044715f * x * x * x)));
   case HOST_TANH: return tanhf(x);
+  case HOST_ELU: return x > 0.f ? x : a * expm1f(x);
   }
   return 0.f;
 }
@@ -27,6 +28,7 @@ __device__ __forceinline__ float unary_df(int op, float a, float x, float y) {
     return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * du;
   }
   case HOST_TANH: return 1.f - y * y;
+  case HOST_ELU: return x > 0.f ? 1.f : a * __expf(x);
   }
   return 0.f;
 }

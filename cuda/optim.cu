@@ -64,7 +64,7 @@ constexpr long long kMtChunk = 16384; // 16 vectors of 4 f32 per thread
 struct MtArgs {
   void *p[kMtTensors], *g[kMtTensors], *m[kMtTensors], *v[kMtTensors];
   long long n[kMtTensors];
-  float decay[kMtTensors], step[kMtTensors], sbc2[kMtTensors];
+  float decay[kMtTensors], step[kMtTensors], sbc2[kMtTensors], l2[kMtTensors];
   unsigned char tensor[kMtBlocks];
   int chunk[kMtBlocks];
   int base; // index of this launch's first block among all blocks of the call (partial sums)
@@ -87,6 +87,7 @@ template <typename F> static tg_status mt_for_each(const cuda_mt_tensor *ts, int
     }
     a.p[nt] = ts[t].p, a.g[nt] = ts[t].g, a.m[nt] = ts[t].m, a.v[nt] = ts[t].v, a.n[nt] = n;
     a.decay[nt] = (float)ts[t].decay, a.step[nt] = (float)ts[t].step, a.sbc2[nt] = (float)ts[t].sbc2;
+    a.l2[nt] = (float)ts[t].l2;
     for (long long c = 0; c * kMtChunk < n; c++) {
       if (nb == kMtBlocks) { // block slots full: flush, keep the current tensor in slot 0
         tg_status s = launch(a, nb);
@@ -94,7 +95,7 @@ template <typename F> static tg_status mt_for_each(const cuda_mt_tensor *ts, int
         base += nb, nb = 0;
         a.base = base;
         a.p[0] = a.p[nt], a.g[0] = a.g[nt], a.m[0] = a.m[nt], a.v[0] = a.v[nt], a.n[0] = a.n[nt];
-        a.decay[0] = a.decay[nt], a.step[0] = a.step[nt], a.sbc2[0] = a.sbc2[nt];
+        a.decay[0] = a.decay[nt], a.step[0] = a.step[nt], a.sbc2[0] = a.sbc2[nt], a.l2[0] = a.l2[nt];
         nt = 0;
       }
       a.tensor[nb] = (unsigned char)nt;
@@ -125,8 +126,8 @@ __device__ __forceinline__ bool mt_aligned(const void *a, const void *b, const v
 
 template <typename T>
 __device__ __forceinline__ void adamw_one(T &p, T g, T &m, T &v, float b1, float b2, float eps, float decay, float step,
-                                          float sbc2) {
-  float gi = tgc_to_f(g);
+                                          float sbc2, float l2) {
+  float gi = tgc_to_f(g) + l2 * tgc_to_f(p); // l2: Adam's coupled weight decay (0 for AdamW)
   float mi = b1 * tgc_to_f(m) + (1.f - b1) * gi;
   float vi = b2 * tgc_to_f(v) + (1.f - b2) * gi * gi;
   m = tgc_from_f<T>(mi);
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kMtThreads) k_adamw_mt(MtArgs a, float b1, flo
   MT_RANGE(a, t, i0, i1);
   T *p = (T *)a.p[t], *m = (T *)a.m[t], *v = (T *)a.v[t];
   const T *g = (const T *)a.g[t];
-  const float decay = a.decay[t], step = a.step[t], sbc2 = a.sbc2[t];
+  const float decay = a.decay[t], step = a.step[t], sbc2 = a.sbc2[t], l2 = a.l2[t];
   long long rest = i0;
   if (mt_aligned(p, g, m, v)) {
     const long long nv = (i1 - i0) / N, o0 = i0 / N;
@@ -150,7 +151,7 @@ __global__ void __launch_bounds__(kMtThreads) k_adamw_mt(MtArgs a, float b1, flo
         mv = reinterpret_cast<V *>(m)[o0 + k], vv = reinterpret_cast<V *>(v)[o0 + k];
 #pragma unroll
       for (int e = 0; e < N; e++)
-        adamw_one<T>(pv.e[e], gv.e[e], mv.e[e], vv.e[e], b1, b2, eps, decay, step, sbc2);
+        adamw_one<T>(pv.e[e], gv.e[e], mv.e[e], vv.e[e], b1, b2, eps, decay, step, sbc2, l2);
       reinterpret_cast<V *>(p)[o0 + k] = pv;
       reinterpret_cast<V *>(m)[o0 + k] = mv;
       reinterpret_cast<V *>(v)[o0 + k] = vv;
@@ -158,7 +159,7 @@ __global__ void __launch_bounds__(kMtThreads) k_adamw_mt(MtArgs a, float b1, flo
     rest = i0 + nv * N;
   }
   for (long long i = rest + threadIdx.x; i < i1; i += kMtThreads)
-    adamw_one<T>(p[i], g[i], m[i], v[i], b1, b2, eps, decay, step, sbc2);
+    adamw_one<T>(p[i], g[i], m[i], v[i], b1, b2, eps, decay, step, sbc2, l2);
 }
 
 // Block b of the call writes the double sum of squares of its chunk to part[base + b].

@@ -12,13 +12,15 @@ tg_status cuda_sgd_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, vo
 /* g[i] *= scale. */
 tg_status cuda_scale_inplace(tgc_stream s, tg_dtype dt, void *g, int64_t n, double scale);
 
-/* Multi-tensor forms: every tensor of one dtype in a few launches. For AdamW, per tensor:
- * p = p * decay - step * m / (sqrt(v) / sbc2 + eps) with decay = 1 - lr * wd, step = lr / bc1,
- * sbc2 = sqrt(bc2), folded in double on the host as PyTorch does; m, v unused by sumsq / clip. */
+/* Multi-tensor forms: every tensor of one dtype in a few launches. For Adam(W), per tensor:
+ * g' = g + l2 * p; m, v from g'; p = p * decay - step * m / (sqrt(v) / sbc2 + eps) with step =
+ * lr / bc1, sbc2 = sqrt(bc2), and decay = 1 - lr * wd, l2 = 0 (AdamW, decoupled) or decay = 1,
+ * l2 = wd (Adam, coupled L2), folded in double on the host as PyTorch does; m, v unused by sumsq /
+ * clip. */
 typedef struct cuda_mt_tensor {
   void *p, *g, *m, *v;
   int64_t n;
-  double decay, step, sbc2;
+  double decay, step, sbc2, l2;
 } cuda_mt_tensor;
 /* Partial sums cuda_sumsq_multi writes (device doubles of its `part` scratch). */
 int64_t cuda_mt_blocks(const cuda_mt_tensor *ts, int count);

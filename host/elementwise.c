@@ -12,6 +12,7 @@ static inline double unary_f(host_unary_op op, double a, double x) {
   case HOST_LEAKY_RELU: return x > 0 ? x : a * x;
   case HOST_GELU: return 0.5 * x * (1 + tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)));
   case HOST_TANH: return tanh(x);
+  case HOST_ELU: return x > 0 ? x : a * expm1(x);
   }
   return 0;
 }
@@ -30,6 +31,7 @@ static inline double unary_df(host_unary_op op, double a, double x, double y) {
     return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * du;
   }
   case HOST_TANH: return 1 - y * y;
+  case HOST_ELU: return x > 0 ? 1 : a * exp(x);
   }
   return 0;
 }

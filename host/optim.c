@@ -18,10 +18,10 @@
     }                                                                                                                  \
   }                                                                                                                    \
   static void adamw_##S(T *p, const T *g, T *m, T *v, int64_t n, double lr, double b1, double b2, double eps,          \
-                        double wd, double bc1, double bc2) {                                                           \
+                        double wd, double l2, double bc1, double bc2) {                                                \
     double step = lr / bc1, sbc2 = sqrt(bc2), decay = 1 - lr * wd;                                                     \
     for (int64_t i = 0; i < n; i++) {                                                                                  \
-      double gi = g[i];                                                                                                \
+      double gi = (double)g[i] + l2 * (double)p[i];                                                                    \
       double mi = b1 * (double)m[i] + (1 - b1) * gi;                                                                   \
       double vi = b2 * (double)v[i] + (1 - b2) * gi * gi;                                                              \
       m[i] = (T)mi;                                                                                                    \
@@ -52,11 +52,11 @@ void host_sgd_step(tg_dtype dt, void *p, const void *grad, void *buf, int64_t n,
 }
 
 void host_adamw_step(tg_dtype dt, void *p, const void *grad, void *m, void *v, int64_t n, double lr, double b1,
-                     double b2, double eps, double wd, double bc1, double bc2) {
+                     double b2, double eps, double wd, double l2, double bc1, double bc2) {
   if (dt == TG_F32)
-    adamw_f32(p, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    adamw_f32(p, grad, m, v, n, lr, b1, b2, eps, wd, l2, bc1, bc2);
   else
-    adamw_f64(p, grad, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    adamw_f64(p, grad, m, v, n, lr, b1, b2, eps, wd, l2, bc1, bc2);
 }
 
 double host_sumsq(tg_dtype dt, const void *g, int64_t n) { return dt == TG_F32 ? sumsq_f32(g, n) : sumsq_f64(g, n); }

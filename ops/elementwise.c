@@ -1,5 +1,5 @@
 /* Elementwise ops: add / sub / mul with bias-style broadcasting, scale, relu, leaky_relu,
- * gelu, tanh. One node each; HOST runs host/elementwise.c, CUDA runs cuda/elementwise.cu. */
+ * gelu, tanh, elu. One node each; HOST runs host/elementwise.c, CUDA runs cuda/elementwise.cu. */
 #include "../host/elementwise.h"
 #include "../tape/internal.h"
 
@@ -136,11 +136,10 @@ UNARY_CAPS(relu, "relu", NULL)
 UNARY_CAPS(leaky, "leaky_relu", describe_alpha)
 UNARY_CAPS(gelu, "gelu", NULL)
 UNARY_CAPS(tanh, "tanh", NULL)
-static const tgi_capsule *const cap_unary[5][2] = {{&cap_scale_host, &cap_scale_cuda},
-                                                   {&cap_relu_host, &cap_relu_cuda},
-                                                   {&cap_leaky_host, &cap_leaky_cuda},
-                                                   {&cap_gelu_host, &cap_gelu_cuda},
-                                                   {&cap_tanh_host, &cap_tanh_cuda}};
+UNARY_CAPS(elu, "elu", describe_alpha)
+static const tgi_capsule *const cap_unary[6][2] = {{&cap_scale_host, &cap_scale_cuda}, {&cap_relu_host, &cap_relu_cuda},
+                                                   {&cap_leaky_host, &cap_leaky_cuda}, {&cap_gelu_host, &cap_gelu_cuda},
+                                                   {&cap_tanh_host, &cap_tanh_cuda},   {&cap_elu_host, &cap_elu_cuda}};
 
 static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha, tg_id x_id) {
   if (!tgi_op_begin(t, name)) return TG_NO_ID;
@@ -148,7 +147,14 @@ static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha,
   if (!x) return TG_NO_ID;
   if (!isfinite(alpha)) {
     tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument '%s' is %g; expected a finite number",
-             op == HOST_SCALE ? "s" : "slope", alpha);
+             op == HOST_SCALE ? "s"
+             : op == HOST_ELU ? "alpha"
+                              : "slope",
+             alpha);
+    return TG_NO_ID;
+  }
+  if (op == HOST_ELU && !(alpha > 0)) {
+    tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'alpha' is %g; expected a number > 0 (1 is the usual ELU)", alpha);
     return TG_NO_ID;
   }
   tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
@@ -182,3 +188,4 @@ tg_id tg_relu(tg_tape *t, tg_id x) { return unary(t, "tg_relu", HOST_RELU, 0, x)
 tg_id tg_leaky_relu(tg_tape *t, tg_id x, double slope) { return unary(t, "tg_leaky_relu", HOST_LEAKY_RELU, slope, x); }
 tg_id tg_gelu(tg_tape *t, tg_id x) { return unary(t, "tg_gelu", HOST_GELU, 0, x); }
 tg_id tg_tanh(tg_tape *t, tg_id x) { return unary(t, "tg_tanh", HOST_TANH, 0, x); }
+tg_id tg_elu(tg_tape *t, tg_id x, double alpha) { return unary(t, "tg_elu", HOST_ELU, alpha, x); }

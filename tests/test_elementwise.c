@@ -1,4 +1,4 @@
-/* add / sub / mul (broadcast), scale, relu, leaky_relu, gelu, tanh: forward values against
+/* add / sub / mul (broadcast), scale, relu, leaky_relu, gelu, tanh, elu: forward values against
  * formulas written here, gradcheck in f64, error paths. */
 #include <math.h>
 
@@ -52,6 +52,12 @@ Test(elementwise, unary_forward_f64) {
   double gelu_ref[4] = {-0.04540230591222494, -0.15428599017485606, 0.149675350701685, 2.996362607918227};
   ts_read(t, tg_gelu(t, ix), y, 4);
   TS_EXPECT_CLOSE(y, gelu_ref, 4, 1e-9, 1e-8);
+  ts_read(t, tg_elu(t, ix, 1.5), y, 4);
+  for (int i = 0; i < 4; i++)
+    w[i] = x[i] > 0 ? x[i] : 1.5 * (exp(x[i]) - 1);
+  TS_EXPECT_CLOSE(y, w, 4, 1e-15, 1e-13);
+  cr_expect_eq(tg_elu(t, ix, 0), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "tg_elu: argument 'alpha' is 0; expected a number > 0");
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
@@ -63,6 +69,7 @@ static tg_id gc_unary(tg_tape *t, const tg_id *in, void *user) {
 }
 static tg_id leaky(tg_tape *t, tg_id x) { return tg_leaky_relu(t, x, 0.1); }
 static tg_id scale(tg_tape *t, tg_id x) { return tg_scale(t, x, 0.7); }
+static tg_id elu(tg_tape *t, tg_id x) { return tg_elu(t, x, 1.0); }
 
 Test(elementwise, gradcheck_unary) {
   int64_t sh[2] = {3, 5};
@@ -72,7 +79,7 @@ Test(elementwise, gradcheck_unary) {
   for (int i = 0; i < 15; i++)
     if (fabs(x[i]) < 0.05) x[i] = 0.3; /* keep away from the kinks of relu */
   tg_gradcheck_input in[2] = {ts_gc_input(TG_F64, 2, sh, x), ts_gc_input(TG_F64, 2, sh, w)};
-  unary_fn fns[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale};
+  unary_fn fns[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale, elu};
   for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++)
     ts_gradcheck(gc_unary, &fns[k], 2, in);
 }
@@ -183,7 +190,7 @@ Test(elementwise_cuda, matches_host_f32_odd_sizes) {
     tg_gradcheck_input ac[2] = {ts_gc_input(TG_F64, 3, sa, a), ts_gc_input(TG_F64, 3, sa, c)};
     ts_check_cuda_vs_host(cv_binary, &bf[k], 2, ac, TG_F32, TG_PROVIDER_CUDA, 1e-6);
   }
-  unary_fn uf[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale};
+  unary_fn uf[] = {tg_relu, leaky, tg_gelu, tg_tanh, scale, elu};
   for (size_t k = 0; k < sizeof uf / sizeof uf[0]; k++) {
     tg_gradcheck_input in = ts_gc_input(TG_F64, 3, sa, a);
     ts_check_cuda_vs_host(cv_unary, &uf[k], 1, &in, TG_F32, TG_PROVIDER_CUDA, 1e-5);

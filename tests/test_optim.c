@@ -194,6 +194,89 @@ Test(adamw, defaults_are_pytorchs) {
   cr_expect_eq(o.weight_decay, 0.01);
 }
 
+/* ---------------------------------------------------------------- Adam (coupled L2) */
+
+/* torch.optim.Adam: g += wd * p, then the Adam update; no decoupled decay. */
+static void ref_adam(double *p, const double *g0, double *m, double *v, int step, const tg_adam_options *o, double wd) {
+  for (int i = 0; i < N; i++) {
+    double g = g0[i] + wd * p[i];
+    m[i] = o->beta1 * m[i] + (1 - o->beta1) * g;
+    v[i] = o->beta2 * v[i] + (1 - o->beta2) * g * g;
+    double mhat = m[i] / (1 - pow(o->beta1, step)), vhat = v[i] / (1 - pow(o->beta2, step));
+    p[i] -= o->lr * mhat / (sqrt(vhat) + o->eps);
+  }
+}
+
+static void run_adam(tg_dtype dt, const tg_adam_options *o, int steps, double rtol) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_id w[2] = {param(t, dt, P0[0], 0), param(t, dt, P0[1], TG_NO_WEIGHT_DECAY)};
+  double p[2][N], m[2][N] = {{0}}, v[2][N] = {{0}}, got[N];
+  memcpy(p, P0, sizeof p);
+  round_to(p[0], N, dt);
+  round_to(p[1], N, dt);
+  for (int s = 0; s < steps; s++) {
+    double g[2][N];
+    memcpy(g, GRADS[s], sizeof g);
+    round_to(g[0], N, dt);
+    round_to(g[1], N, dt);
+    set_grads(t, dt, 2, w, g);
+    cr_assert_eq(tg_adam_step(t, o), TG_OK, "adam: %s", tg_tape_error(t));
+    for (int k = 0; k < 2; k++) {
+      ref_adam(p[k], g[k], m[k], v[k], s + 1, o, k == 0 ? o->weight_decay : 0);
+      ts_read(t, w[k], got, N);
+      TS_EXPECT_CLOSE(got, p[k], N, 1e-300, rtol);
+    }
+    cr_assert_eq(tg_tape_reset(t), TG_OK);
+  }
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(adam, coupled_weight_decay_f64_and_f32) {
+  tg_adam_options o;
+  tg_adam_options_init(&o);
+  cr_expect(o.lr == 1e-3 && o.beta1 == 0.9 && o.beta2 == 0.999 && o.eps == 1e-8 && o.weight_decay == 0,
+            "PyTorch's Adam defaults");
+  o.lr = 0.005;
+  o.weight_decay = 5e-4 * 200; /* large enough that coupled vs decoupled differ clearly */
+  run_adam(TG_F64, &o, 2, 1e-13);
+  run_adam(TG_F32, &o, 2, 1e-6);
+}
+
+Test(adam, differs_from_adamw_and_checks_options) {
+  /* with the same numbers, coupled L2 (Adam) and decoupled decay (AdamW) move a parameter differently */
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_id a = param(t, TG_F64, P0[0], 0), b = param(t, TG_F64, P0[0], 0);
+  double g[2][N];
+  memcpy(g[0], GRADS[0][0], sizeof g[0]);
+  memcpy(g[1], GRADS[0][0], sizeof g[1]);
+  tg_id both[2] = {a, b};
+  set_grads(t, TG_F64, 2, both, g);
+  tg_adam_options o;
+  tg_adam_options_init(&o);
+  o.lr = 0.1;
+  o.weight_decay = 0.5;
+  cr_assert_eq(tg_adam_step(t, &o), TG_OK, "%s", tg_tape_error(t));
+  double pa[N], pb[N];
+  ts_read(t, a, pa, N);
+  ts_read(t, b, pb, N);
+  cr_expect_arr_eq(pa, pb, sizeof pa, "both parameters take the same step");
+  double ref[N], m[N] = {0}, v[N] = {0};
+  memcpy(ref, P0[0], sizeof ref);
+  ref_adam(ref, g[0], m, v, 1, &o, 0.5);
+  TS_EXPECT_CLOSE(pa, ref, N, 1e-300, 1e-13);
+  TS_EXPECT_STATUS(tg_adam_step(t, NULL), TG_ERR_INVALID_ARGUMENT, t, "tg_adam_step: argument 'opts' is NULL");
+  o.beta2 = 1;
+  TS_EXPECT_STATUS(tg_adam_step(t, &o), TG_ERR_INVALID_ARGUMENT, t, "tg_adam_step: option 'beta2' is 1");
+  tg_adam_options z;
+  memset(&z, 0, sizeof z);
+  TS_EXPECT_STATUS(tg_adam_step(t, &z), TG_ERR_INVALID_ARGUMENT, t, "argument 'opts' (tg_adam_options)");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
 /* The first AdamW step moves every coordinate by about lr (m_hat / sqrt(v_hat) = sign(g)). */
 Test(adamw, first_step_is_lr_times_sign) {
   tg_runtime *rt = ts_host_runtime();

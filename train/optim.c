@@ -1,4 +1,4 @@
-/* Optimizer steps (SGD, AdamW) and global gradient-norm clipping over the tape's parameters.
+/* Optimizer steps (SGD, Adam, AdamW) and global gradient-norm clipping over the tape's parameters.
  *
  * Each call visits the parameters that hold a gradient and updates them where the gradient
  * lives: on the device (CUDA kernels on device buffers; the value and state are moved there if
@@ -217,13 +217,14 @@ void tg_adamw_options_init(tg_adamw_options *o) {
   if (o) *o = (tg_adamw_options){sizeof *o, 1e-3, 0.9, 0.999, 1e-8, 0.01};
 }
 
-tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
-  const char *fn = "tg_adamw_step";
-  tg_adamw_options oo;
-  tg_adamw_options_init(&oo);
-  const tg_adamw_options *o = &oo;
-  tg_status s = begin(t, fn, "tg_adamw_options", &oo, sizeof oo, opts);
-  if (s) return s;
+void tg_adam_options_init(tg_adam_options *o) {
+  if (o) *o = (tg_adam_options){sizeof *o, 1e-3, 0.9, 0.999, 1e-8, 0};
+}
+
+/* Adam and AdamW share the update; they differ in where weight decay enters (host/optim.h):
+ * AdamW decays the parameter (decoupled), Adam adds wd * p to the gradient (coupled L2). */
+static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options *o, bool coupled) {
+  tg_status s;
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "beta1", o->beta1, 0, false, 1, true)) ||
       (s = check_range(t, fn, "beta2", o->beta2, 0, false, 1, true)) ||
@@ -251,18 +252,19 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
       s = unstick(t);
       break;
     }
-    double wd = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
+    double wd_all = (e->v->flags & TG_NO_WEIGHT_DECAY) ? 0.0 : o->weight_decay;
+    double wd = coupled ? 0.0 : wd_all, l2 = coupled ? wd_all : 0.0;
     double step = (double)(e->v->opt_step + 1);
     double bc1 = 1 - pow(o->beta1, step), bc2 = 1 - pow(o->beta2, step);
     if (e->side == TGI_ON_HOST) {
-      host_adamw_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr, o->beta1, o->beta2, o->eps, wd,
+      host_adamw_step((tg_dtype)e->v->dtype, b.p, b.g, b.m, b.v, e->v->numel, o->lr, o->beta1, o->beta2, o->eps, wd, l2,
                       bc1, bc2);
     }
 #ifdef TIGA_HAVE_CUDA
     else {
       /* scalars folded in double on the host, as PyTorch does with its python floats */
       mt[mt_slot(&gr, e->v)] =
-          (cuda_mt_tensor){b.p, b.g, b.m, b.v, e->v->numel, 1 - o->lr * wd, o->lr / bc1, sqrt(bc2)};
+          (cuda_mt_tensor){b.p, b.g, b.m, b.v, e->v->numel, 1 - o->lr * wd, o->lr / bc1, sqrt(bc2), l2};
     }
 #endif
     e->v->data.valid = (uint8_t)e->side;
@@ -282,6 +284,24 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
 done:
   free(it);
   return s;
+}
+
+tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
+  const char *fn = "tg_adamw_step";
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
+  tg_status s = begin(t, fn, "tg_adamw_options", &o, sizeof o, opts);
+  return s ? s : adam_update(t, fn, &o, false);
+}
+
+tg_status tg_adam_step(tg_tape *t, const tg_adam_options *opts) {
+  const char *fn = "tg_adam_step";
+  tg_adam_options a;
+  tg_adam_options_init(&a);
+  tg_status s = begin(t, fn, "tg_adam_options", &a, sizeof a, opts);
+  if (s) return s;
+  tg_adamw_options o = {sizeof o, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
+  return adam_update(t, fn, &o, true);
 }
 
 /* ------------------------------------------------------------ clip_grad_norm */
@@ -339,7 +359,7 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
     }
     for (size_t k = 0; k < n; k++)
       if (it[k].side == TGI_ON_DEV)
-        mt[mt_slot(&gr, it[k].v)] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0};
+        mt[mt_slot(&gr, it[k].v)] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0, 0};
     int64_t parts = 0;
     for (int d = 0; d < 3; d++) {
       int64_t b = cuda_mt_blocks(mt + gr.off[d], (int)gr.n[d]);
