@@ -377,6 +377,9 @@ TG_API tg_id tg_split(tg_tape *tape, tg_id x, int n, const int64_t *sizes, tg_id
 /* Sum / mean of all elements: a scalar (ndim 0). */
 TG_API tg_id tg_sum(tg_tape *tape, tg_id x);
 TG_API tg_id tg_mean(tg_tape *tape, tg_id x);
+/* Sum over the last dim: x [..., n] -> [...] (a 1-D x gives a scalar). E.g. GAT's per-head score
+ * e[i, h] = sum_c z[i, h, c] a[h, c] is tg_sum_last(tg_mul(z, a)). */
+TG_API tg_id tg_sum_last(tg_tape *tape, tg_id x);
 /* Mean cross-entropy of logits [..., C] against I32 targets [...] (each in [0, C) or equal to
  * ignore_index). Rows whose target is ignore_index contribute nothing and are not counted in
  * the mean; if every row is ignored the loss is 0 (PyTorch gives NaN). Pass TG_NO_IGNORE to

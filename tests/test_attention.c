@@ -1257,3 +1257,61 @@ Test(attention_cuda, fused_memory_at_16k_is_linear_in_n) {
   tg_relation_destroy(rel);
   tg_runtime_destroy(rt);
 }
+
+/* The relation owns its device form: built and uploaded on first use, then cached. Over 10 steps
+ * on a fixed mask / varlen relation (q, k, v parameters, so they stay on the device), only the
+ * first step's attention node may show host->device copies; the relation's device bytes count in
+ * tg_runtime_memory and are freed with it. */
+Test(attention_cuda, relation_uploads_once) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  enum { N = 70, H = 2, D = 32 };
+  uint8_t *m = malloc((size_t)N * N);
+  for (int i = 0; i < N * N; i++)
+    m[i] = (uint8_t)((i * 7919) % 3 != 0);
+  int32_t cu[3] = {0, 30, N};
+  tg_relation *rels[2] = {NULL, NULL};
+  cr_assert_eq(tg_relation_mask(rt, 0, N, N, m, (size_t)N * N, &rels[0]), TG_OK);
+  cr_assert_eq(tg_relation_varlen(rt, 2, cu, sizeof cu, NULL, 0, 1, &rels[1]), TG_OK);
+  free(m);
+  size_t before = 0;
+  tg_runtime_memory(rt, &before, NULL);
+  int64_t sh[4] = {1, N, H, D};
+  double *x = malloc(sizeof(double) * N * H * D);
+  ts_uniform(x, (size_t)N * H * D, 9, -1, 1);
+  float *xf = malloc(sizeof(float) * N * H * D);
+  for (int i = 0; i < N * H * D; i++)
+    xf[i] = (float)x[i];
+  tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
+  for (int r = 0; r < 2; r++)
+    for (int pv = 0; pv < 2; pv++) {
+      tg_tape *t = ts_tape(rt);
+      tg_id q = ts_param(t, TG_F32, 4, sh, xf);
+      for (int step = 0; step < 10; step++) {
+        tg_tape_reset(t);
+        tg_tape_set_provider(t, provs[pv], NULL);
+        tg_id y = tg_attention(t, q, q, q, rels[r], NULL);
+        tg_tape_set_provider(t, TG_PROVIDER_AUTO, NULL);
+        cr_assert_eq(tg_tape_backward(t, tg_sum(t, y)), TG_OK, "%s", tg_tape_error(t));
+        char buf[4096];
+        tg_tape_explain(t, buf, sizeof buf, NULL);
+        const char *line = strstr(buf, "attention");
+        cr_assert(line != NULL, "%s", buf);
+        const char *eol = strchr(line, '\n');
+        const char *h2d = strstr(line, "h2d=");
+        bool copied = h2d && (!eol || h2d < eol);
+        if (step > 0) cr_expect(!copied, "relation %d provider %d step %d copied to the device: %s", r, pv, step, buf);
+        cr_expect(strstr(line, "rel_dev=") != NULL && strstr(line, "rel_dev=0B") == NULL, "%s", buf);
+      }
+      tg_tape_destroy(t);
+    }
+  size_t with_rel = 0, after = 0;
+  tg_runtime_memory(rt, &with_rel, NULL);
+  cr_expect(with_rel > before, "the relations' device forms count in tg_runtime_memory");
+  tg_relation_destroy(rels[0]);
+  tg_relation_destroy(rels[1]);
+  tg_runtime_memory(rt, &after, NULL);
+  cr_expect(after < with_rel, "destroying the relations frees their device forms (%zu -> %zu)", with_rel, after);
+  free(x);
+  free(xf);
+  tg_runtime_destroy(rt);
+}
