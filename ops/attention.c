@@ -50,8 +50,7 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
 }
 
 static tg_status attn_backward(tg_tape *t, tgi_node *n);
-static const tgi_capsule cap_attn[4] = {
-    {"attention", TG_PROVIDER_AUTO, NULL, NULL}, /* unused slot: indexed by provider */
+static const tgi_capsule cap_attn[3] = {
     {"attention", TG_PROVIDER_HOST, attn_backward, describe},
     {"attention", TG_PROVIDER_CUDA_FUSED, attn_backward, describe},
     {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
@@ -374,7 +373,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
 #endif
   }
   tgi_value *outs[2] = {out, lse};
-  tgi_node *n = tgi_record(t, &cap_attn[p], 3, in, lse ? 2 : 1, outs);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_attn, p), 3, in, lse ? 2 : 1, outs);
   if (n) {
     n->aux = st;
     tgi_rel_hold(n, rel);

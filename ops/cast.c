@@ -64,6 +64,6 @@ tg_id tg_cast(tg_tape *t, tg_id x_id, tg_dtype dt) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_record(t, &cap_cast[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_record(t, TGI_CAP(cap_cast, p), 1, &x, 1, &y);
   return tgi_done(t, y);
 }

@@ -80,7 +80,7 @@ tg_id tg_dropout(tg_tape *t, tg_id x_id, double keep) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, &cap_dropout[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_dropout, p), 1, &x, 1, &y);
   if (n) {
     n->p.i[0] = (int64_t)seed;
     n->p.i[1] = (int64_t)call;

@@ -175,7 +175,7 @@ static tg_id unary(tg_tape *t, const char *name, host_unary_op op, double alpha,
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, cap_unary[op][p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, cap_unary[op][tgi_lowering(p, 2)], 1, &x, 1, &y);
   if (n) {
     n->p.i[0] = op;
     n->p.f[1] = alpha;

@@ -108,7 +108,7 @@ tg_id tg_embedding(tg_tape *t, tg_id table_id, tg_id ids_id) {
 #endif
   }
   tgi_value *in[2] = {table, ids};
-  tgi_node *n = tgi_record(t, &cap_embedding[p != TG_PROVIDER_HOST], 2, in, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_embedding, p), 2, in, 1, &y);
   if (n) {
     n->p.i[0] = V;
     n->p.i[1] = D;

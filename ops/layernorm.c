@@ -119,7 +119,7 @@ tg_id tg_layernorm(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id, double eps) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, &cap_layernorm[p != TG_PROVIDER_HOST], 3, in, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_layernorm, p), 3, in, 1, &y);
   if (n) {
     n->p.f[0] = eps;
     n->p.i[1] = cols;

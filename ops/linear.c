@@ -141,7 +141,7 @@ tg_id tg_linear(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id) {
   }
   if (s) return fail_oom_or_cuda(t, s, p != TG_PROVIDER_HOST, "forward"), TG_NO_ID;
   tgi_value *ins[3] = {x, w, b};
-  tgi_node *n = tgi_record(t, &cap_linear[p != TG_PROVIDER_HOST], b ? 3 : 2, ins, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_linear, p), b ? 3 : 2, ins, 1, &y);
   if (n) {
     n->p.i[P_ROWS] = rows;
     n->p.i[P_IN] = in;
@@ -251,7 +251,7 @@ tg_id tg_matmul(tg_tape *t, tg_id a_id, tg_id b_id) {
   }
   if (s) return fail_oom_or_cuda(t, s, p != TG_PROVIDER_HOST, "forward"), TG_NO_ID;
   tgi_value *ins[2] = {a, b};
-  tgi_node *n = tgi_record(t, &cap_matmul[p != TG_PROVIDER_HOST], 2, ins, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_matmul, p), 2, ins, 1, &y);
   if (n) {
     n->p.i[P_BATCH] = batch;
     n->p.i[P_M] = M;

@@ -136,7 +136,7 @@ tg_id tg_cross_entropy(tg_tape *t, tg_id logits_id, tg_id targets_id, int32_t ig
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, &cap_ce[p != TG_PROVIDER_HOST], 2, in, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_ce, p), 2, in, 1, &y);
   if (n) {
     n->p.i[0] = rows;
     n->p.i[1] = C;
@@ -220,6 +220,6 @@ tg_id tg_mse(tg_tape *t, tg_id a_id, tg_id b_id) {
 #endif
   }
   tgi_value *in[2] = {a, b};
-  tgi_record(t, &cap_mse[p != TG_PROVIDER_HOST], 2, in, 1, &y);
+  tgi_record(t, TGI_CAP(cap_mse, p), 2, in, 1, &y);
   return tgi_done(t, y);
 }

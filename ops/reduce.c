@@ -70,7 +70,7 @@ static const tgi_capsule cap_sum[2] = {{"sum", TG_PROVIDER_HOST, sum_backward, N
 static const tgi_capsule cap_mean[2] = {{"mean", TG_PROVIDER_HOST, sum_backward, NULL},
                                         {"mean", TG_PROVIDER_CUDA, sum_backward, NULL}};
 
-static tg_id reduce(tg_tape *t, const char *name, const tgi_capsule *caps, bool mean, tg_id x_id) {
+static tg_id reduce(tg_tape *t, const char *name, const tgi_capsule (*caps)[2], bool mean, tg_id x_id) {
   if (!tgi_op_begin(t, name)) return TG_NO_ID;
   tgi_value *x = tgi_arg(t, "x", x_id);
   if (!x) return TG_NO_ID;
@@ -93,13 +93,13 @@ static tg_id reduce(tg_tape *t, const char *name, const tgi_capsule *caps, bool 
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, &caps[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(*caps, p), 1, &x, 1, &y);
   if (n) n->p.f[0] = alpha;
   return tgi_done(t, y);
 }
 
-tg_id tg_sum(tg_tape *t, tg_id x) { return reduce(t, "tg_sum", cap_sum, false, x); }
-tg_id tg_mean(tg_tape *t, tg_id x) { return reduce(t, "tg_mean", cap_mean, true, x); }
+tg_id tg_sum(tg_tape *t, tg_id x) { return reduce(t, "tg_sum", &cap_sum, false, x); }
+tg_id tg_mean(tg_tape *t, tg_id x) { return reduce(t, "tg_mean", &cap_mean, true, x); }
 
 /* ------------------------------------------------------------ sum over the last dim */
 
@@ -154,6 +154,6 @@ tg_id tg_sum_last(tg_tape *t, tg_id x_id) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_record(t, &cap_sum_last[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_record(t, TGI_CAP(cap_sum_last, p), 1, &x, 1, &y);
   return tgi_done(t, y);
 }

@@ -158,7 +158,7 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
      * copy). Inputs and parameters are copied: they can be rewritten (tg_tape_write, optimizer
      * steps) while y is alive. */
     y->data = x->data;
-    tgi_record(t, &cap_reshape[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+    tgi_record(t, TGI_CAP(cap_reshape, p), 1, &x, 1, &y);
     return tgi_done(t, y);
   }
   void *py = write_on(t, p, y);
@@ -171,7 +171,7 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_record(t, &cap_reshape[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_record(t, TGI_CAP(cap_reshape, p), 1, &x, 1, &y);
   return tgi_done(t, y);
 }
 
@@ -227,7 +227,7 @@ tg_id tg_transpose(tg_tape *t, tg_id x_id, int d0, int d1) {
   void *py = write_on(t, p, y);
   if (!px || !py) return TG_NO_ID;
   if (!run_swap(t, p, (tg_dtype)x->dtype, host_swap_of(x->shape, x->ndim, a, b), px, py, false)) return TG_NO_ID;
-  tgi_node *n = tgi_record(t, &cap_transpose[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_transpose, p), 1, &x, 1, &y);
   if (n) {
     n->p.i[0] = a;
     n->p.i[1] = b;
@@ -312,7 +312,7 @@ tg_id tg_concat(tg_tape *t, int n, const tg_id *xs) {
     if (!px || !run_cols(t, p, dt, rows, w, px, w, 0, py, W, off, false)) return TG_NO_ID;
     off += w;
   }
-  tgi_record(t, &cap_concat[p != TG_PROVIDER_HOST], (uint32_t)n, v, 1, &y);
+  tgi_record(t, TGI_CAP(cap_concat, p), (uint32_t)n, v, 1, &y);
   return tgi_done(t, y);
 }
 
@@ -348,7 +348,7 @@ static tgi_value *slice_run(tg_tape *t, tg_provider p, tgi_value *x, int64_t sta
   const void *px = read_on(t, p, x);
   void *py = write_on(t, p, y);
   if (!px || !py || !run_cols(t, p, dt, x->numel / W, len, px, W, start, py, len, 0, false)) return NULL;
-  tgi_node *n = tgi_record(t, &cap_slice[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_slice, p), 1, &x, 1, &y);
   if (n) {
     n->p.i[0] = start;
     n->p.i[1] = len;

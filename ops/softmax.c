@@ -70,7 +70,7 @@ tg_id tg_softmax(tg_tape *t, tg_id x_id) {
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }
-  tgi_node *n = tgi_record(t, &cap_softmax[p != TG_PROVIDER_HOST], 1, &x, 1, &y);
+  tgi_node *n = tgi_record(t, TGI_CAP(cap_softmax, p), 1, &x, 1, &y);
   if (n) n->p.i[0] = cols;
   return tgi_done(t, y);
 }

@@ -289,6 +289,15 @@ void *tgi_state_d(tg_tape *t, tgi_value *v, int which);
 void *tgi_scratch_h(tg_tape *t, size_t bytes);
 void *tgi_scratch_d(tg_tape *t, size_t bytes);
 
+/* Capsule tables, one convention for every op: a table holds one capsule per lowering in the order
+ * {HOST, CUDA} (an op with one CUDA kernel) or {HOST, CUDA_FUSED, CUDA_COMPOSED}, and the capsule
+ * of provider p (as tgi_pick resolved it) is TGI_CAP(table, p). CUDA_COMPOSED picks the composed
+ * capsule when the table has one, else the op's CUDA capsule. */
+static inline size_t tgi_lowering(tg_provider p, size_t n_caps) {
+  return p == TG_PROVIDER_HOST ? 0 : (p == TG_PROVIDER_CUDA_COMPOSED && n_caps > 2) ? 2 : 1;
+}
+#define TGI_CAP(table, p) (&(table)[tgi_lowering((p), sizeof(table) / sizeof((table)[0]))])
+
 /* Drops what nodes [from, nnodes) hold (their drop callbacks) — reset and destroy. */
 void tgi_nodes_drop(tg_tape *t, uint32_t from);
 
