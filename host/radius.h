@@ -38,6 +38,10 @@
 
 #include "tiga.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct host_radius_args {
   int64_t n_dst, n_src;
   int dim;                       /* 1, 2 or 3 */
@@ -61,4 +65,8 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
  * [n]. The points must be finite; returns TG_ERR_INVALID_ARGUMENT otherwise (naming the point). */
 tg_status host_radius_morton(int64_t n, int dim, tg_dtype dtype, const void *pos, int64_t *perm, char *msg,
                              size_t msg_cap);
+
+#ifdef __cplusplus
+}
+#endif
 #endif
