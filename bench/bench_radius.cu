@@ -335,6 +335,33 @@ static void expect_error(Gpu &g, const char *name, const Pts &D, const Pts *S, c
     logline("ok   %-48s -> %s\n", name, g_err);
 }
 
+// Random small configurations: mixtures of uniform, lattice and duplicate points, random cutoffs
+// (often exactly a lattice distance), max_neighbors, square / bipartite.
+static void fill_mixed(Pts &s, double spacing) {
+  for (int64_t i = 0; i < s.n; i++) {
+    double r = uni();
+    for (int d = 0; d < s.dim; d++)
+      s.put(i, d, r < 0.4 ? uni() : r < 0.8 ? spacing * (double)(int)(uni() * 8) : (i > 0 ? s.at(i - 1, d) : 0.5));
+  }
+}
+static void fuzz_cases(Gpu &g, int count) {
+  char name[128];
+  for (int q = 0; q < count; q++) {
+    int dim = 1 + (int)(uni() * 3);
+    bool sq = uni() < 0.6, loops = sq && uni() < 0.5;
+    tg_dtype dt = uni() < 0.5 ? TG_F32 : TG_F64;
+    double spacing = uni() < 0.5 ? 0.125 : 0.1;
+    double c = uni() < 0.5 ? spacing * (double)(1 + (int)(uni() * 3)) : 0.02 + uni() * 0.3;
+    int64_t k = uni() < 0.5 ? 0 : 1 + (int64_t)(uni() * 12);
+    Pts D(1 + (int64_t)(uni() * 400), dim, dt), S((int64_t)(uni() * 400), dim, dt);
+    fill_mixed(D, spacing);
+    fill_mixed(S, spacing);
+    snprintf(name, sizeof name, "fuzz %d: %dD %s %s c=%.4g k=%lld", q, dim, dt == TG_F32 ? "f32" : "f64",
+             sq ? (loops ? "square+loops" : "square") : "bipartite", c, (long long)k);
+    run_case(g, name, D, sq ? nullptr : &S, c, k, sq, loops, true);
+  }
+}
+
 // ------------------------------------------------------------------ --check
 static void check(Gpu &g) {
   char name[128];
@@ -464,6 +491,8 @@ static void check(Gpu &g) {
     run_case(g, name, K, nullptr, 0.05, 0, true, false, true);
   }
   printf("extreme cases done (%d failures so far)\n", g_fail);
+  fuzz_cases(g, 300);
+  printf("fuzz cases done (%d failures so far)\n", g_fail);
 
   // large: GPU vs host only
   {

@@ -403,6 +403,35 @@ static void extreme_cases(void) {
   }
 }
 
+/* Random small configurations: mixtures of uniform, lattice and duplicate points, random cutoffs
+ * (often exactly a lattice distance), max_neighbors, square / bipartite. */
+static void fill_mixed(pts *s, double spacing) {
+  for (int64_t i = 0; i < s->n; i++) {
+    double r = uni();
+    for (int d = 0; d < s->dim; d++) {
+      double x = r < 0.4 ? uni() : r < 0.8 ? spacing * (double)(int)(uni() * 8) : (i > 0 ? at(s, i - 1, d) : 0.5);
+      put(s, i, d, x);
+    }
+  }
+}
+static void fuzz_cases(int count) {
+  char name[96];
+  for (int q = 0; q < count; q++) {
+    int dim = 1 + (int)(uni() * 3), sq = uni() < 0.6, loops = sq && uni() < 0.5;
+    tg_dtype dt = uni() < 0.5 ? TG_F32 : TG_F64;
+    double spacing = uni() < 0.5 ? 0.125 : 0.1;
+    double c = uni() < 0.5 ? spacing * (double)(1 + (int)(uni() * 3)) : 0.02 + uni() * 0.3;
+    int64_t k = uni() < 0.5 ? 0 : 1 + (int64_t)(uni() * 12);
+    pts D = pts_new(1 + (int64_t)(uni() * 400), dim, dt), S = pts_new((int64_t)(uni() * 400), dim, dt);
+    fill_mixed(&D, spacing);
+    fill_mixed(&S, spacing);
+    snprintf(name, sizeof name, "fuzz %d: %dD %s %s c=%.4g k=%lld", q, dim, dt == TG_F32 ? "f32" : "f64",
+             sq ? (loops ? "square+loops" : "square") : "bipartite", c, (long long)k);
+    run_case(name, &D, sq ? NULL : &S, c, k, sq, loops);
+    free(D.p), free(S.p);
+  }
+}
+
 static void error_cases(void) {
   pts D = uniform(20, 3, TG_F64, 0, 1), S = uniform(10, 3, TG_F32, 0, 1);
   host_radius_args a = {20, 10, 3, TG_F64, D.p, NULL, 0.3, 0, 1, 0};
@@ -486,6 +515,7 @@ int main(int argc, char **argv) {
   lattice_cases();
   degenerate_cases();
   extreme_cases();
+  fuzz_cases(300);
   error_cases();
   printf("%d cases, %d failed\n", g_cases, g_fail);
   timing(100000, 0.035, 7);
