@@ -10,7 +10,8 @@
  *
  * Synchronisation. The launcher blocks once, after the count pass, to learn nnz (and whether a
  * coordinate was not finite); everything after that (fill, row sort, Morton order) is enqueued on
- * s and not awaited. Host positions are uploaded by the launcher (pageable copies). */
+ * s and not awaited. Host positions (pageable or pinned) are uploaded by the launcher and have
+ * reached the device when it returns: the caller may reuse them at once. */
 #ifndef TIGA_CUDA_RADIUS_H
 #define TIGA_CUDA_RADIUS_H
 #include "launch.h"
