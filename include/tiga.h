@@ -462,6 +462,40 @@ TG_API tg_status tg_relation_info(const tg_relation *rel, tg_relation_kind *kind
 TG_API tg_status tg_relation_read_csr(const tg_relation *rel, int64_t batch, int64_t *row_ptr, size_t row_ptr_bytes,
                                       int32_t *col_idx, size_t col_idx_bytes);
 
+/* Radius graphs (seed 000's Graph.radius): destination i lists every source j with
+ *   d2(i, j) = sum_d (p_j,d - p_i,d)^2 <= cutoff^2,
+ * each difference, square and sum (in dimension order) and cutoff^2 a float64 operation rounded
+ * once, never fused into an FMA — so the host and the GPU builders agree bit for bit, also exactly
+ * at the cutoff. Positions are [n, dim] row-major, dim 1..3, f32 or f64 (converted exactly).
+ * Built with a cell list (O(n) expected) on the GPU when the runtime has one, on the host otherwise;
+ * the result is a TG_REL_CSR relation (columns ascending per row). A square graph (pos_src NULL
+ * with 0 bytes and n_src 0: the sources are the destinations) lists i -> i only with
+ * TG_RADIUS_SELF_LOOPS; a duplicate point j != i at distance 0 is always listed.
+ * Errors: non-finite positions (the message names the first such point), cutoff not finite or
+ * <= 0, dim, dtype, sizes, byte counts, options -> TG_ERR_INVALID_ARGUMENT. */
+#define TG_RADIUS_SELF_LOOPS 0x1u
+typedef struct tg_radius_options {
+  size_t struct_size;    /* tg_radius_options_init */
+  int64_t max_neighbors; /* init 0: unlimited; k > 0 keeps the k nearest of each row by (d2, j),
+                            ties to the smaller index, a self loop counting with d2 = 0 */
+  unsigned flags;        /* init 0; TG_RADIUS_SELF_LOOPS (square graphs only) */
+  int64_t *perm_out;     /* init NULL; else receives n_dst int64: a spatial-sort (Morton order)
+                            permutation of the destination points, perm[r] = the point of rank r,
+                            that a user can apply to the nodes for locality (host/radius.h defines
+                            it exactly; host and GPU give the same) */
+  size_t perm_out_bytes; /* n_dst * 8 when perm_out is set */
+} tg_radius_options;
+TG_API void tg_radius_options_init(tg_radius_options *opts);
+/* From host positions. opts may be NULL (init defaults). */
+TG_API tg_status tg_relation_radius(tg_runtime *rt, int dim, tg_dtype dtype, int64_t n_dst, const void *pos_dst,
+                                    size_t pos_dst_bytes, int64_t n_src, const void *pos_src, size_t pos_src_bytes,
+                                    double cutoff, const tg_radius_options *opts, tg_relation **out);
+/* From tape values [n, dim] (f32 / f64), read where they live: positions produced on the GPU are
+ * not copied to the host. pos_src TG_ABSENT: square graph. The relation belongs to the tape's
+ * runtime; the positions are read now, the relation does not depend on them afterwards. */
+TG_API tg_status tg_relation_radius_value(tg_tape *tape, tg_id pos_dst, tg_id pos_src, double cutoff,
+                                          const tg_radius_options *opts, tg_relation **out);
+
 /* ---------------------------------------------------------------- attention
  * out[b, i, h, :] = sum_j softmax_j(s_ij) v[b, j, h / (Hq/Hkv), :] over the keys j that the
  * relation allows for query i, s_ij = scale * <q[b,i,h,:], k[b,j,h/(Hq/Hkv),:]>.

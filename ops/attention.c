@@ -319,6 +319,7 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   size_t saved_bytes = 0;
 
   if (p == TG_PROVIDER_HOST) {
+    if (!tgi_rel_host_ready(t, rel)) return TG_NO_ID;
     const void *pq = tgi_read_h(t, q), *pk = tgi_read_h(t, k), *pv = tgi_read_h(t, v);
     void *po = tgi_write_h(t, out);
     double *pl = tgi_scratch_h(t, (size_t)nrows * sizeof(double));

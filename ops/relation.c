@@ -335,6 +335,8 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
       return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
                        "argument 'parts' has parts[%d] built on another runtime; expected relations of runtime 'rt'",
                        p);
+    char msg[TGI_MSG_CAP];
+    if ((s = tgi_rel_host_sync(parts[p], msg))) return rel_error(rt, s, fn, "parts[%d]: %s", p, msg);
     if (r->kind == TG_REL_MASK && r->mask_batch > 1)
       return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
                        "argument 'parts' has parts[%d], a per-batch mask (batch %lld); expected relations that are the "
@@ -405,6 +407,8 @@ tg_status tg_relation_read_csr(const tg_relation *r, int64_t batch, int64_t *row
   tg_status s = check_bytes(r->rt, fn, "row_ptr", row_ptr, row_ptr_bytes, (size_t)(r->nq + 1) * sizeof(int64_t),
                             "nq + 1 int64 row offsets");
   if (s) return s;
+  char msg[TGI_MSG_CAP];
+  if ((s = tgi_rel_host_sync((tg_relation *)r, msg))) return rel_error(r->rt, s, fn, "%s", msg);
   host_rel v;
   tgi_rel_host_view(r, &v);
   host_rel_to_csr(&v, batch, row_ptr, NULL);

@@ -42,6 +42,9 @@ struct tg_relation {
   int64_t *row_ptr;
   int32_t *col_idx;
   int n_parts;
+  /* A relation built on the device (tg_relation_radius on a CUDA runtime) holds its CSR there;
+   * row_ptr / col_idx above are NULL until a host consumer needs them (tgi_rel_host_ready). */
+  bool host_pending;
   /* Destination-major CSR of batch entry 0 for the other kinds (graph ops on the host), built
    * on demand: hcsr_row_ptr [nq + 1], hcsr_col_idx [hcsr_nnz]. */
   int64_t *hcsr_row_ptr;
@@ -69,7 +72,11 @@ void tgi_rel_hold(tgi_node *n, tg_relation *r);
  * build internally (tg_mha). NULL when out of memory. */
 tg_relation *tgi_rel_new_simple(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk);
 
-/* The host kernels' view of r (CONCAT appears as CSR). */
+/* Makes r's host arrays current (downloads a device-built CSR once). Every host consumer calls it
+ * before tgi_rel_host_view; false + sticky error on t, or a status + message without a tape. */
+bool tgi_rel_host_ready(tg_tape *t, tg_relation *r);
+tg_status tgi_rel_host_sync(tg_relation *r, char *msg);
+/* The host kernels' view of r (CONCAT appears as CSR); r's host arrays must be current. */
 void tgi_rel_host_view(const tg_relation *r, host_rel *v);
 /* Destination-major CSR of batch entry 0 (the relation's own arrays for CSR / CONCAT, else a
  * cached materialisation). false + sticky error on t when out of memory. */

@@ -51,7 +51,35 @@ void tgi_rel_describe(const tg_relation *r, char *buf, size_t cap) {
   snprintf(buf, cap, "rel=%s nnz=%lld rel_dev=%zuB", kind, (long long)r->allowed, r->dev.bytes);
 }
 
+tg_status tgi_rel_host_sync(tg_relation *r, char *msg) {
+  if (!r->host_pending) return TG_OK;
+#ifdef TIGA_HAVE_CUDA
+  int64_t *rp = malloc((size_t)(r->nq + 1) * sizeof *rp);
+  int32_t *ci = malloc((size_t)(r->nnz ? r->nnz : 1) * sizeof *ci);
+  tg_status s = rp && ci ? TG_OK : TG_ERR_OUT_OF_MEMORY;
+  if (s) snprintf(msg, TGI_MSG_CAP, "out of host memory for the relation's CSR (%lld edges)", (long long)r->nnz);
+  if (!s) s = tgi_device_d2h(r->rt->dev, rp, r->dev.row_ptr, (size_t)(r->nq + 1) * sizeof *rp, msg);
+  if (!s && r->nnz) s = tgi_device_d2h(r->rt->dev, ci, r->dev.col_idx, (size_t)r->nnz * sizeof *ci, msg);
+  if (s) {
+    free(rp), free(ci);
+    return s;
+  }
+  r->row_ptr = rp, r->col_idx = ci, r->host_pending = false;
+  return TG_OK;
+#else
+  snprintf(msg, TGI_MSG_CAP, "a device-built relation in a host-only build");
+  return TG_ERR_INTERNAL;
+#endif
+}
+
+bool tgi_rel_host_ready(tg_tape *t, tg_relation *r) {
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_rel_host_sync(r, msg);
+  return s ? tgi_fail(t, s, "reading the relation back to the host: %s", msg) : true;
+}
+
 bool tgi_rel_host_csr(tg_tape *t, tg_relation *r, const int64_t **row_ptr, const int32_t **col_idx, int64_t *nnz) {
+  if (!tgi_rel_host_ready(t, r)) return false;
   if (r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT) {
     *row_ptr = r->row_ptr, *col_idx = r->col_idx, *nnz = r->nnz;
     return true;
