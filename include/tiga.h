@@ -601,6 +601,10 @@ TG_API void tg_graph_attention_options_init(tg_graph_attention_options *opts);
  * opts may be NULL (init defaults). */
 TG_API tg_id tg_graph_attend(tg_tape *tape, const tg_relation *rel, tg_id scores, tg_id values,
                              const tg_graph_attention_options *opts);
+/* Edge geometry: out [E, dim] with out[e] = pos_src[j] - pos_dst[i]; pos_src [Nk, dim], pos_dst
+ * [Nq, dim], dim 1..3, same dtype (HOST f32 / f64; CUDA f32 — positions stay f32 when the rest of a
+ * model runs in bf16). Differentiable w.r.t. both; for a square graph pass the same value twice. */
+TG_API tg_id tg_graph_displacement(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst);
 /* GAT (Veličković et al.): scores s_e,h = LeakyReLU(e_dst[i, h] + e_src[j, h]) with slope
  * opts->negative_slope, then tg_graph_attend. e_dst [Nq, H], e_src [Nk, H], values [Nk, H, F]
  * -> [Nq, H, F]. CUDA_FUSED stores nothing of size E in either direction. */
