@@ -68,6 +68,12 @@ __global__ void k_unary_bwd(int op, float al, const T *__restrict__ x, const T *
   }
 }
 
+// ---------------------------------------------------------------- binary ops
+// Plans (host/elementwise.h) pick the kernels: SAME and TRAIL run the bias-style kernels (operands
+// read at i % n, 16-byte vectors), ROWS ([R, C] (op) [R, 1]) its own vectorised kernels, GENERAL
+// per-element index arithmetic over up to TG_MAX_DIMS merged dims. Gradients of broadcast operands
+// are reductions summed in f32 in a fixed order (no atomics): the same bits on every run.
+
 __device__ __forceinline__ float binary_f(int op, float a, float b) {
   return op == HOST_ADD ? a + b : op == HOST_SUB ? a - b : a * b;
 }
@@ -119,26 +125,78 @@ __global__ void k_binary_bwd_full(int op, int which, const T *__restrict__ other
   TGC_TAIL_LOOP(i, nv * N, n) g[i] = tgc_from_f<T>(tgc_to_f(g[i]) + tgc_to_f(gy[i]) * dpart(op, which, other, no, i));
 }
 
-// Broadcast operand of ns elements: g[j] += sum over rows r of gy[r*ns + j] * d(r*ns + j).
-// Block (x: columns, y: row chunk) sums its rows and adds once with an atomic.
+// Trailing broadcast operand of ns elements: g[j] += sum over rows r of gy[r*ns + j] * d(r*ns + j).
+// Block (x: columns, y: chunk of `per` rows) sums its rows in order into part[chunk * ns + j], or
+// with one chunk adds into g itself.
 template <typename T>
-__global__ void k_binary_bwd_reduce(int op, int which, const T *__restrict__ other, long long no,
-                                    const T *__restrict__ gy, float *__restrict__ acc, long long ns, long long rows,
-                                    long long rows_per_chunk) {
+__global__ void k_binary_bwd_cols(int op, int which, const T *__restrict__ other, long long no,
+                                  const T *__restrict__ gy, T *__restrict__ g, float *__restrict__ part, long long ns,
+                                  long long rows, long long per) {
   long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (j >= ns) return;
-  long long r0 = blockIdx.y * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
+  long long r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
   float s = 0.f;
   for (long long r = r0; r < r1; r++) {
     long long i = r * ns + j;
     s += tgc_to_f(gy[i]) * dpart(op, which, other, no, i);
   }
-  atomicAdd(&acc[j], s);
+  if (part)
+    part[blockIdx.y * ns + j] = s;
+  else
+    g[j] = tgc_from_f<T>(tgc_to_f(g[j]) + s);
 }
 
-template <typename T> __global__ void k_add_into(T *__restrict__ g, const float *__restrict__ acc, long long n) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-    g[i] = tgc_from_f<T>(tgc_to_f(g[i]) + acc[i]);
+// g[j] += sum over chunks c of part[c * nx + j]: a warp per j, each lane adding its chunks in
+// ascending order, then the fixed shuffle tree.
+template <typename T>
+__global__ void k_add_parts(const float *__restrict__ part, long long chunks, long long nx, T *__restrict__ g) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long j = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; j < nx; j += warps) {
+    float s = 0.f;
+    for (long long c = lane; c < chunks; c += 32)
+      s += part[c * nx + j];
+    s = tgc_warp_sum(s);
+    if (lane == 0) g[j] = tgc_from_f<T>(tgc_to_f(g[j]) + s);
+  }
+}
+
+// Runs launch(part), a kernel that writes part[c * nx + j] for c < chunks, then adds the partial
+// sums into g in a fixed order; with one chunk, launch(nullptr) adds into g itself.
+template <typename T, typename F>
+static tg_status with_parts(cudaStream_t s, long long chunks, long long nx, T *g, const char *what, F launch) {
+  if (chunks <= 1) {
+    launch(nullptr);
+    TGC_LAUNCHED(what);
+    return TG_OK;
+  }
+  float *part = nullptr;
+  TGC_CUDA(cudaMallocAsync((void **)&part, (size_t)(chunks * nx) * sizeof(float), s));
+  launch(part);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) {
+    k_add_parts<T><<<tgc_blocks(nx * 32, 256), 256, 0, s>>>(part, chunks, nx, g);
+    e = cudaGetLastError();
+  }
+  cudaError_t ef = cudaFreeAsync(part, s);
+  if (e == cudaSuccess) e = ef;
+  if (e != cudaSuccess) {
+    tgc_set_error("kernel %s: %s", what, cudaGetErrorString(e));
+    return tgc_status_of(e);
+  }
+  return TG_OK;
+}
+
+// Splits a reduction of length m for nx outputs into chunks so that about `units` work items exist,
+// each at least `least` long; returns the chunk count and sets *per (elements per chunk).
+static long long split_chunks(long long nx, long long m, long long units, long long least, long long cap,
+                              long long *per) {
+  long long chunks = (units + nx - 1) / nx, most = (m + least - 1) / least;
+  if (chunks > most) chunks = most;
+  if (chunks > cap) chunks = cap;
+  if (chunks < 1) chunks = 1;
+  *per = (m + chunks - 1) / chunks;
+  return (m + *per - 1) / *per;
 }
 
 template <typename T>
@@ -151,28 +209,13 @@ static tg_status binary_bwd_one(cudaStream_t s, int op, int which, const T *othe
     TGC_LAUNCHED("binary_bwd_full");
     return TG_OK;
   }
-  long long rows = n / ng;
-  float *acc = nullptr;
-  TGC_CUDA(cudaMallocAsync((void **)&acc, ng * sizeof(float), s));
-  cudaError_t e = cudaMemsetAsync(acc, 0, ng * sizeof(float), s);
-  if (e == cudaSuccess) {
-    long long chunk = 64;
-    long long chunks = (rows + chunk - 1) / chunk;
-    if (chunks > 65535) {
-      chunk = (rows + 65534) / 65535;
-      chunks = (rows + chunk - 1) / chunk;
-    }
-    dim3 grid((unsigned)((ng + 255) / 256), (unsigned)chunks);
-    k_binary_bwd_reduce<T><<<grid, 256, 0, s>>>(op, which, other, no, gy, acc, ng, rows, chunk);
-    k_add_into<T><<<tgc_blocks(ng, 256), 256, 0, s>>>(g, acc, ng);
-    e = cudaGetLastError();
-  }
-  cudaFreeAsync(acc, s);
-  if (e != cudaSuccess) {
-    tgc_set_error("binary backward (broadcast): %s", cudaGetErrorString(e));
-    return tgc_status_of(e);
-  }
-  return TG_OK;
+  // About 256K busy threads (enough to fill an H200), each summing at least 32 rows.
+  long long rows = n / ng, cblocks = (ng + 255) / 256, per;
+  long long chunks = split_chunks(ng, rows, 1024 * 256, 32, 65535, &per);
+  dim3 grid((unsigned)cblocks, (unsigned)chunks);
+  return with_parts(s, chunks, ng, g, "binary_bwd_cols", [&](float *part) {
+    k_binary_bwd_cols<T><<<grid, 256, 0, s>>>(op, which, other, no, gy, g, part, ng, rows, per);
+  });
 }
 
 template <typename T>
@@ -195,7 +238,280 @@ static tg_status binary_bwd(cudaStream_t s, int op, const void *a, long long na,
   return st;
 }
 
+// ---- row scale: F [rows, cols] (op) w [rows, 1], or w (op) F when w_first. The vector paths need
+// cols % N == 0, so a vector never straddles two rows.
+template <typename T>
+__global__ void k_rows_fwd(int op, int w_first, const T *__restrict__ F, const T *__restrict__ w, T *__restrict__ y,
+                           long long cols, long long nv, long long n) {
+  constexpr int N = tgc_vec_n<T>();
+  TGC_VEC_LOOP(v, nv) {
+    float wv = tgc_to_f(w[v * N / cols]);
+    tgc_vec<T> f = reinterpret_cast<const tgc_vec<T> *>(F)[v], r;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+      float x = tgc_to_f(f.e[k]);
+      r.e[k] = tgc_from_f<T>(w_first ? binary_f(op, wv, x) : binary_f(op, x, wv));
+    }
+    reinterpret_cast<tgc_vec<T> *>(y)[v] = r;
+  }
+  TGC_TAIL_LOOP(i, nv * N, n) {
+    float wv = tgc_to_f(w[i / cols]), x = tgc_to_f(F[i]);
+    y[i] = tgc_from_f<T>(w_first ? binary_f(op, wv, x) : binary_f(op, x, wv));
+  }
+}
+
+// gF[i] += gy[i] * d with d = w[i / cols] for mul, else the constant c (+1 or -1).
+template <typename T>
+__global__ void k_rows_bwd_full(int op, float c, const T *__restrict__ w, const T *__restrict__ gy, T *__restrict__ g,
+                                long long cols, long long nv, long long n) {
+  constexpr int N = tgc_vec_n<T>();
+  TGC_VEC_LOOP(v, nv) {
+    float d = op == HOST_MUL ? tgc_to_f(w[v * N / cols]) : c;
+    tgc_vec<T> gv = reinterpret_cast<const tgc_vec<T> *>(gy)[v], r = reinterpret_cast<tgc_vec<T> *>(g)[v];
+#pragma unroll
+    for (int k = 0; k < N; k++)
+      r.e[k] = tgc_from_f<T>(tgc_to_f(r.e[k]) + tgc_to_f(gv.e[k]) * d);
+    reinterpret_cast<tgc_vec<T> *>(g)[v] = r;
+  }
+  TGC_TAIL_LOOP(i, nv * N, n) {
+    float d = op == HOST_MUL ? tgc_to_f(w[i / cols]) : c;
+    g[i] = tgc_from_f<T>(tgc_to_f(g[i]) + tgc_to_f(gy[i]) * d);
+  }
+}
+
+// gw[r] += c * sum_k gy[r, k] (add, sub) or sum_k gy[r, k] F[r, k] (mul, c = 1). blockDim.x threads
+// per row (a warp, or the whole block for long rows), each adding its columns in order, then the
+// fixed tree of tgc_row_sum. vec: cols % N == 0 and gy, F 16-byte aligned.
+template <typename T>
+__global__ void k_rows_bwd_sum(int op, float c, const T *__restrict__ F, const T *__restrict__ gy, T *__restrict__ gw,
+                               long long rows, long long cols, int vec) {
+  constexpr int N = tgc_vec_n<T>();
+  for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
+       r += (long long)gridDim.x * blockDim.y) {
+    const T *gr = gy + r * cols, *fr = F + r * cols;
+    float s = 0.f;
+    if (vec) {
+      for (long long v = threadIdx.x; v < cols / N; v += blockDim.x) {
+        tgc_vec<T> gv = reinterpret_cast<const tgc_vec<T> *>(gr)[v], fv{};
+        if (op == HOST_MUL) fv = reinterpret_cast<const tgc_vec<T> *>(fr)[v];
+#pragma unroll
+        for (int k = 0; k < N; k++)
+          s += tgc_to_f(gv.e[k]) * (op == HOST_MUL ? tgc_to_f(fv.e[k]) : 1.f);
+      }
+    } else {
+      for (long long k = threadIdx.x; k < cols; k += blockDim.x)
+        s += tgc_to_f(gr[k]) * (op == HOST_MUL ? tgc_to_f(fr[k]) : 1.f);
+    }
+    s = tgc_row_sum(s);
+    if (threadIdx.x == 0) gw[r] = tgc_from_f<T>(tgc_to_f(gw[r]) + c * s);
+  }
+}
+
+// ---- general plans
+// Element offsets (o0, o1) of the row-major index i over nd dims of sizes shape with strides s0, s1.
+__device__ __forceinline__ void bc_offsets(long long i, int nd, const int64_t *shape, const int64_t *s0,
+                                           const int64_t *s1, long long &o0, long long &o1) {
+  o0 = o1 = 0;
+#pragma unroll
+  for (int d = TG_MAX_DIMS - 1; d >= 0; d--)
+    if (d < nd) {
+      long long q = i / shape[d], r = i - q * shape[d];
+      o0 += r * s0[d];
+      o1 += r * s1[d];
+      i = q;
+    }
+}
+
+template <typename T>
+__global__ void k_bc_fwd(int op, host_bcast p, const T *__restrict__ a, const T *__restrict__ b, T *__restrict__ y) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < p.n;
+       i += (long long)gridDim.x * blockDim.x) {
+    long long ia, ib;
+    bc_offsets(i, p.ndim, p.shape, p.sa, p.sb, ia, ib);
+    y[i] = tgc_from_f<T>(binary_f(op, tgc_to_f(a[ia]), tgc_to_f(b[ib])));
+  }
+}
+
+// One operand x's gradient in a plan: gx[j] = sum over k of gy[.] * d(other[.]). The outer dims are
+// x's present dims (row-major, so j counts x's elements), the inner dims its broadcast ones (k); each
+// carries its stride in y and in the other operand.
+struct BcRed {
+  int no, ni;
+  int64_t os[TG_MAX_DIMS], oy[TG_MAX_DIMS], oo[TG_MAX_DIMS];
+  int64_t is[TG_MAX_DIMS], iy[TG_MAX_DIMS], io[TG_MAX_DIMS];
+  long long nx, m;
+};
+
+static BcRed bc_red(const host_bcast *p, int which) {
+  const int64_t *sx = which ? p->sb : p->sa, *so = which ? p->sa : p->sb;
+  BcRed g{};
+  g.nx = 1;
+  int64_t ys[TG_MAX_DIMS], sy = 1;
+  for (int d = p->ndim - 1; d >= 0; d--) {
+    ys[d] = sy;
+    sy *= p->shape[d];
+  }
+  for (int d = 0; d < p->ndim; d++) {
+    if (sx[d]) {
+      g.os[g.no] = p->shape[d], g.oy[g.no] = ys[d], g.oo[g.no] = so[d], g.no++;
+      g.nx *= p->shape[d];
+    } else {
+      g.is[g.ni] = p->shape[d], g.iy[g.ni] = ys[d], g.io[g.ni] = so[d], g.ni++;
+    }
+  }
+  g.m = p->n / g.nx;
+  return g;
+}
+
+// Partial sum of chunk ch (k in [ch * per, min(m, ch * per + per))) for output j, k stepping by `step`
+// from lane. c: the derivative for add / sub (+1 or -1); mul reads the other operand.
+template <typename T>
+__device__ __forceinline__ float bc_red_part(int op, float c, const BcRed &g, const T *other, const T *gy, long long j,
+                                             long long ch, long long per, int lane, int step) {
+  long long yo, oo;
+  bc_offsets(j, g.no, g.os, g.oy, g.oo, yo, oo);
+  long long k1 = min(g.m, ch * per + per);
+  float s = 0.f;
+  for (long long k = ch * per + lane; k < k1; k += step) {
+    long long yi, oi;
+    bc_offsets(k, g.ni, g.is, g.iy, g.io, yi, oi);
+    s += tgc_to_f(gy[yo + yi]) * (op == HOST_MUL ? tgc_to_f(other[oo + oi]) : c);
+  }
+  return s;
+}
+
+// A thread per (j, chunk): for x's last dim present, so neighbouring threads read neighbouring gy.
+template <typename T>
+__global__ void k_bc_red_thread(int op, float c, BcRed g, const T *__restrict__ other, const T *__restrict__ gy,
+                                T *__restrict__ gx, float *__restrict__ part, long long chunks, long long per) {
+  for (long long u = blockIdx.x * (long long)blockDim.x + threadIdx.x; u < g.nx * chunks;
+       u += (long long)gridDim.x * blockDim.x) {
+    long long j = u % g.nx, ch = u / g.nx;
+    float s = bc_red_part(op, c, g, other, gy, j, ch, per, 0, 1);
+    if (part)
+      part[u] = s;
+    else
+      gx[j] = tgc_from_f<T>(tgc_to_f(gx[j]) + s);
+  }
+}
+
+// A warp per (j, chunk): for x's last dim broadcast, so the lanes read neighbouring gy.
+template <typename T>
+__global__ void k_bc_red_warp(int op, float c, BcRed g, const T *__restrict__ other, const T *__restrict__ gy,
+                              T *__restrict__ gx, float *__restrict__ part, long long chunks, long long per) {
+  const int lane = threadIdx.x & 31;
+  const long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+  for (long long u = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5; u < g.nx * chunks; u += warps) {
+    long long j = u % g.nx, ch = u / g.nx;
+    float s = tgc_warp_sum(bc_red_part(op, c, g, other, gy, j, ch, per, lane, 32));
+    if (lane == 0) {
+      if (part)
+        part[u] = s;
+      else
+        gx[j] = tgc_from_f<T>(tgc_to_f(gx[j]) + s);
+    }
+  }
+}
+
+template <typename T>
+static tg_status bc_bwd_general(cudaStream_t s, int op, int which, const host_bcast *p, const T *other, const T *gy,
+                                T *gx) {
+  BcRed g = bc_red(p, which);
+  const float c = (op == HOST_SUB && which == 1) ? -1.f : 1.f;
+  const int64_t *sx = which ? p->sb : p->sa;
+  long long per;
+  // A thread per output when x's last dim is present (coalesced across outputs) and there are
+  // outputs enough; else a warp per output with the lanes along the reduced elements.
+  if (sx[p->ndim - 1] && g.nx >= 32) { // about 256K threads, each summing at least 32 elements
+    long long chunks = split_chunks(g.nx, g.m, 1024 * 256, 32, 1LL << 20, &per);
+    return with_parts(s, chunks, g.nx, gx, "bc_red_thread", [&](float *part) {
+      k_bc_red_thread<T><<<tgc_blocks(g.nx * chunks, 256), 256, 0, s>>>(op, c, g, other, gy, gx, part, chunks, per);
+    });
+  }
+  long long chunks = split_chunks(g.nx, g.m, 1024 * 8, 256, 1LL << 20, &per); // about 8192 warps, >= 256 each
+  return with_parts(s, chunks, g.nx, gx, "bc_red_warp", [&](float *part) {
+    k_bc_red_warp<T><<<tgc_blocks(g.nx * chunks * 32, 256), 256, 0, s>>>(op, c, g, other, gy, gx, part, chunks, per);
+  });
+}
+
+template <typename T>
+static tg_status binary_fwd_bc(cudaStream_t s, int op, const host_bcast *p, const void *a, const void *b, void *y) {
+  if (p->kind == HOST_BC_SAME || p->kind == HOST_BC_TRAIL) return binary_fwd<T>(s, op, a, p->na, b, p->nb, y);
+  if (p->kind == HOST_BC_ROWS) {
+    const void *F = p->row_operand ? a : b, *w = p->row_operand ? b : a;
+    long long nv = p->cols % tgc_vec_n<T>() == 0 ? tgc_vec_count<T>(p->n, {F, y}) : 0;
+    k_rows_fwd<T><<<tgc_vec_blocks<T>(nv, p->n), 256, 0, s>>>(op, p->row_operand == 0, (const T *)F, (const T *)w,
+                                                              (T *)y, p->cols, nv, p->n);
+    TGC_LAUNCHED("rows_fwd");
+    return TG_OK;
+  }
+  k_bc_fwd<T><<<tgc_blocks(p->n, 256), 256, 0, s>>>(op, *p, (const T *)a, (const T *)b, (T *)y);
+  TGC_LAUNCHED("bc_fwd");
+  return TG_OK;
+}
+
+// ROWS backward. The [rows, cols] operand's gradient is elementwise; the [rows, 1] one's is a row
+// sum, by the row kernel when there are rows enough to fill the device, else by the general
+// reduction, which also splits long rows into chunks.
+template <typename T>
+static tg_status rows_bwd(cudaStream_t s, int op, const host_bcast *p, const T *a, const T *b, const T *gy, T *ga,
+                          T *gb) {
+  const int wi = p->row_operand, fi = 1 - wi; // operand index of w ([rows, 1]) and F ([rows, cols])
+  const T *w = wi ? b : a, *F = wi ? a : b;
+  T *gw = wi ? gb : ga, *gF = wi ? ga : gb;
+  constexpr int N = tgc_vec_n<T>();
+  if (gF) {
+    float c = (op == HOST_SUB && fi == 1) ? -1.f : 1.f;
+    long long nv = p->cols % N == 0 ? tgc_vec_count<T>(p->n, {gy, gF}) : 0;
+    k_rows_bwd_full<T><<<tgc_vec_blocks<T>(nv, p->n), 256, 0, s>>>(op, c, w, gy, gF, p->cols, nv, p->n);
+    TGC_LAUNCHED("rows_bwd_full");
+  }
+  if (!gw) return TG_OK;
+  if (p->rows < 1024) return bc_bwd_general<T>(s, op, wi, p, F, gy, gw);
+  float c = (op == HOST_SUB && wi == 1) ? -1.f : 1.f;
+  int vec = p->cols % N == 0 && tgc_vec_count<T>(p->n, {gy, op == HOST_MUL ? F : nullptr}) > 0;
+  dim3 block = p->cols >= 1024 ? dim3(256, 1) : dim3(32, 8);
+  k_rows_bwd_sum<T><<<tgc_blocks(p->rows, (int)block.y), block, 0, s>>>(op, c, F, gy, gw, p->rows, p->cols, vec);
+  TGC_LAUNCHED("rows_bwd_sum");
+  return TG_OK;
+}
+
+template <typename T>
+static tg_status binary_bwd_bc(cudaStream_t s, int op, const host_bcast *p, const void *a, const void *b,
+                               const void *gy, void *ga, void *gb) {
+  if (p->kind == HOST_BC_SAME || p->kind == HOST_BC_TRAIL) {
+    // The column kernel wants columns enough to keep its threads busy: a small broadcast operand
+    // (a scalar, [..., 3] (+) [3]) takes the general reduction's warps instead.
+    tg_status st = TG_OK;
+    if (ga)
+      st = p->na < 32 && p->na < p->n
+               ? bc_bwd_general<T>(s, op, 0, p, (const T *)b, (const T *)gy, (T *)ga)
+               : binary_bwd_one<T>(s, op, 0, (const T *)b, p->nb, (const T *)gy, (T *)ga, p->na, p->n);
+    if (!st && gb)
+      st = p->nb < 32 && p->nb < p->n
+               ? bc_bwd_general<T>(s, op, 1, p, (const T *)a, (const T *)gy, (T *)gb)
+               : binary_bwd_one<T>(s, op, 1, (const T *)a, p->na, (const T *)gy, (T *)gb, p->nb, p->n);
+    return st;
+  }
+  if (p->kind == HOST_BC_ROWS)
+    return rows_bwd<T>(s, op, p, (const T *)a, (const T *)b, (const T *)gy, (T *)ga, (T *)gb);
+  tg_status st = TG_OK;
+  if (ga) st = bc_bwd_general<T>(s, op, 0, p, (const T *)b, (const T *)gy, (T *)ga);
+  if (!st && gb) st = bc_bwd_general<T>(s, op, 1, p, (const T *)a, (const T *)gy, (T *)gb);
+  return st;
+}
+
 #define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "elementwise", FN, __VA_ARGS__)
+
+extern "C" tg_status cuda_binary_forward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p,
+                                            const void *a, const void *b, void *y) {
+  DISPATCH(dt, binary_fwd_bc, s, op, p, a, b, y)
+}
+
+extern "C" tg_status cuda_binary_backward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p,
+                                             const void *a, const void *b, const void *gy, void *ga, void *gb) {
+  DISPATCH(dt, binary_bwd_bc, s, op, p, a, b, gy, ga, gb)
+}
 
 extern "C" tg_status cuda_binary_forward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na,
                                          const void *b, int64_t nb, void *y) {

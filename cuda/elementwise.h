@@ -8,6 +8,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+/* y = a (op) b over a broadcast plan (host/elementwise.h), any kind. */
+tg_status cuda_binary_forward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p, const void *a,
+                                 const void *b, void *y);
+/* ga += reduce(gy * dy/da) over a's broadcast dims, likewise gb (either may be NULL). Deterministic:
+ * every reduced element is summed in f32 in a fixed order (no atomics), the same bits every run. */
+tg_status cuda_binary_backward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p, const void *a,
+                                  const void *b, const void *gy, void *ga, void *gb);
+/* The bias-style kernels (plans of kind SAME and TRAIL): y[i] = a[i % na] (op) b[i % nb]. */
 tg_status cuda_binary_forward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,
                               int64_t nb, void *y);
 tg_status cuda_binary_backward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,

@@ -332,8 +332,12 @@ TG_API tg_status tg_tape_stats(tg_tape *tape, size_t *nodes, size_t *saved_bytes
 /* ---------------------------------------------------------------- ops
  * Every op returns the new value's id, or TG_NO_ID with a sticky error (see top).
  * Float ops take F32 or F64 on the HOST provider; all float inputs of one op share a dtype.
- * Broadcasting ("bias-style"): in add/sub/mul one operand may have fewer dims than the other
- * provided its shape equals the trailing dims of the other (e.g. [..., n] (+) [n]).
+ * Broadcasting (NumPy's rule, symmetric in the operands): add/sub/mul align the two shapes from
+ * the right; in each dim the sizes must be equal, or one of them 1 or missing (a scalar, ndim 0,
+ * goes with anything), and the result takes the larger size: [2, 3] (+) [1, 2, 3] is [1, 2, 3],
+ * [3, 1] (+) [1, 4] is [3, 4], [E, 64] (*) [E, 1] scales each row. A pair that does not broadcast
+ * is TG_ERR_SHAPE naming both shapes and the first dim (counted from the left of the result) that
+ * disagrees. Gradients sum over the dims an operand was broadcast along.
  */
 
 /* y = x · W + b. x [..., in], W [in, out], b [out] or TG_ABSENT (no bias). y [..., out]. */

@@ -1,5 +1,5 @@
-/* Elementwise ops: add / sub / mul with bias-style broadcasting, scale, relu, leaky_relu,
- * gelu, tanh, elu. One node each; HOST runs host/elementwise.c, CUDA runs cuda/elementwise.cu. */
+/* Elementwise ops: add / sub / mul with NumPy broadcasting, scale, relu, leaky_relu, gelu,
+ * tanh, elu. One node each; HOST runs host/elementwise.c, CUDA runs cuda/elementwise.cu. */
 #include "../host/elementwise.h"
 #include "../tape/internal.h"
 
@@ -15,13 +15,18 @@
 static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   tgi_value *a = tgi_in(t, n, 0), *b = tgi_in(t, n, 1), *y = tgi_out(t, n, 0);
   host_binary_op op = (host_binary_op)n->p.i[0];
+  host_bcast bc;
+  int ndy;
+  int64_t shy[TG_MAX_DIMS];
+  if (host_bcast_plan(&bc, a->ndim, a->shape, b->ndim, b->shape, &ndy, shy) >= 0) /* checked by the forward */
+    return tgi_error(t, TG_ERR_INTERNAL, "%s backward: the operands no longer broadcast", n->cap->op);
   if (n->cap->provider == TG_PROVIDER_HOST) {
     const void *gy = tgi_grad_h(t, y);
     const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
     void *ga = a->requires_grad ? tgi_grad_h(t, a) : NULL;
     void *gb = b->requires_grad ? tgi_grad_h(t, b) : NULL;
     if (t->status) return t->status;
-    host_binary_backward((tg_dtype)y->dtype, op, pa, a->numel, pb, b->numel, gy, ga, gb);
+    host_binary_backward_bc((tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb);
     return TG_OK;
   }
 #ifdef TIGA_HAVE_CUDA
@@ -30,7 +35,7 @@ static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   void *ga = a->requires_grad ? tgi_grad_d(t, a) : NULL;
   void *gb = b->requires_grad ? tgi_grad_d(t, b) : NULL;
   if (t->status) return t->status;
-  tg_status s = cuda_binary_backward(TGI_STREAM(t), (tg_dtype)y->dtype, op, pa, a->numel, pb, b->numel, gy, ga, gb);
+  tg_status s = cuda_binary_backward_bc(TGI_STREAM(t), (tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb);
   if (s) tgi_fail_cuda(t, s, "backward");
   return s;
 #else
@@ -47,14 +52,6 @@ static const tgi_capsule cap_mul_cuda = {"mul", TG_PROVIDER_CUDA, binary_backwar
 static const tgi_capsule *const cap_binary[3][2] = {
     {&cap_add_host, &cap_add_cuda}, {&cap_sub_host, &cap_sub_cuda}, {&cap_mul_host, &cap_mul_cuda}};
 
-/* The smaller operand's shape must equal the trailing dims of the larger. */
-static bool broadcast_ok(const tgi_value *big, const tgi_value *small) {
-  if (small->ndim > big->ndim) return false;
-  for (int i = 0; i < small->ndim; i++)
-    if (small->shape[small->ndim - 1 - i] != big->shape[big->ndim - 1 - i]) return false;
-  return true;
-}
-
 static tg_id binary(tg_tape *t, const char *name, host_binary_op op, tg_id a_id, tg_id b_id) {
   if (!tgi_op_begin(t, name)) return TG_NO_ID;
   tgi_value *a = tgi_arg(t, "a", a_id);
@@ -64,28 +61,33 @@ static tg_id binary(tg_tape *t, const char *name, host_binary_op op, tg_id a_id,
   if (!p) return TG_NO_ID;
   if (!tgi_need_float_for(t, p, "a", a) || !tgi_need_float_for(t, p, "b", b) || !tgi_need_same_dtype(t, "a", a, "b", b))
     return TG_NO_ID;
-  const tgi_value *big = a->numel >= b->numel ? a : b, *small = big == a ? b : a;
-  if (!broadcast_ok(big, small)) {
+  host_bcast bc;
+  int ndy;
+  int64_t shy[TG_MAX_DIMS];
+  int bad = host_bcast_plan(&bc, a->ndim, a->shape, b->ndim, b->shape, &ndy, shy);
+  if (bad >= 0) {
     char sa[TGI_SHAPE_STR_CAP], sb[TGI_SHAPE_STR_CAP];
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim; /* both operands have dim `bad` (neither size is 1) */
     tgi_fail(t, TG_ERR_SHAPE,
-             "arguments 'a' %s and 'b' %s do not broadcast; expected equal shapes, or one equal to the trailing "
-             "dims of the other",
-             tgi_shape_str(a->shape, a->ndim, sa, sizeof sa), tgi_shape_str(b->shape, b->ndim, sb, sizeof sb));
+             "arguments 'a' %s and 'b' %s do not broadcast: dim %d has %lld and %lld; expected equal sizes or 1 "
+             "(NumPy's rule)",
+             tgi_shape_str(a->shape, a->ndim, sa, sizeof sa), tgi_shape_str(b->shape, b->ndim, sb, sizeof sb), bad,
+             (long long)a->shape[bad - (nd - a->ndim)], (long long)b->shape[bad - (nd - b->ndim)]);
     return TG_NO_ID;
   }
-  tgi_value *y = tgi_result(t, (tg_dtype)a->dtype, big->ndim, big->shape);
+  tgi_value *y = tgi_result(t, (tg_dtype)a->dtype, ndy, shy);
   if (!y) return TG_NO_ID;
   if (p == TG_PROVIDER_HOST) {
     const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
     void *py = tgi_write_h(t, y);
     if (!pa || !pb || !py) return TG_NO_ID;
-    host_binary_forward((tg_dtype)a->dtype, op, pa, a->numel, pb, b->numel, py);
+    host_binary_forward_bc((tg_dtype)a->dtype, op, &bc, pa, pb, py);
   } else {
 #ifdef TIGA_HAVE_CUDA
     const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
     void *py = tgi_write_d(t, y);
     if (!pa || !pb || !py) return TG_NO_ID;
-    tg_status s = cuda_binary_forward(TGI_STREAM(t), (tg_dtype)a->dtype, op, pa, a->numel, pb, b->numel, py);
+    tg_status s = cuda_binary_forward_bc(TGI_STREAM(t), (tg_dtype)a->dtype, op, &bc, pa, pb, py);
     if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
 #endif
   }

@@ -1,4 +1,4 @@
-/* add / sub / mul (broadcast), scale, relu, leaky_relu, gelu, tanh, elu: forward values against
+/* add / sub / mul (NumPy broadcasting), scale, relu, leaky_relu, gelu, tanh, elu: forward values against
  * formulas written here, gradcheck in f64, error paths. */
 #include <math.h>
 
@@ -226,6 +226,290 @@ Test(elementwise_cuda, vector_paths_f32_and_bf16) {
     }
   free(a);
   free(c);
+}
+
+/* ---- NumPy broadcasting: every shape pair below runs in both orders against the rule written out
+ * here (pad with leading 1s; a size-1 dim is read at index 0). */
+
+typedef struct {
+  int nda;
+  int64_t a[TG_MAX_DIMS];
+  int ndb;
+  int64_t b[TG_MAX_DIMS];
+} shape_pair;
+
+static const shape_pair PAIRS[] = {
+    {2, {2, 3}, 3, {1, 2, 3}},
+    {2, {3, 1}, 2, {1, 4}},
+    {2, {37, 64}, 2, {37, 1}}, /* per-row scale (GAT) */
+    {3, {5, 1, 7}, 3, {1, 6, 1}},
+    {0, {0}, 2, {2, 3}}, /* scalar (ndim 0) */
+    {0, {0}, 0, {0}},
+    {0, {0}, 3, {1, 1, 1}},
+    {1, {4}, 2, {3, 1}},
+    {3, {2, 3, 4}, 1, {4}}, /* bias-style */
+    {3, {2, 3, 4}, 2, {3, 4}},
+    {3, {2, 1, 3}, 2, {5, 1}},
+    {2, {3, 1}, 1, {1}},
+    {4, {6, 1, 4, 1}, 4, {1, 5, 1, 3}},
+    {3, {1, 5, 8}, 3, {30, 1, 8}},
+    {3, {7, 5, 1}, 3, {7, 1, 1}},
+    {8, {2, 1, 2, 1, 2, 1, 2, 1}, 8, {1, 2, 1, 2, 1, 2, 1, 2}},
+};
+#define NPAIRS (sizeof PAIRS / sizeof PAIRS[0])
+
+static int64_t numel_of(int nd, const int64_t *sh) {
+  int64_t n = 1;
+  for (int d = 0; d < nd; d++)
+    n *= sh[d];
+  return n;
+}
+
+/* The broadcast shape of a and b; returns its ndim. */
+static int ref_shape(int nda, const int64_t *sa, int ndb, const int64_t *sb, int64_t *sy) {
+  int nd = nda > ndb ? nda : ndb;
+  for (int d = 0; d < nd; d++) {
+    int64_t ea = d < nd - nda ? 1 : sa[d - (nd - nda)], eb = d < nd - ndb ? 1 : sb[d - (nd - ndb)];
+    cr_assert(ea == eb || ea == 1 || eb == 1);
+    sy[d] = ea > eb ? ea : eb;
+  }
+  return nd;
+}
+
+/* Element of operand x (ndx dims of shape sx) that feeds y's element i. */
+static int64_t ref_index(int nd, const int64_t *sy, int ndx, const int64_t *sx, int64_t i) {
+  int64_t off = 0, stride = 1;
+  for (int d = nd - 1; d >= 0; d--) {
+    int64_t idx = i % sy[d];
+    i /= sy[d];
+    int k = d - (nd - ndx);
+    if (k < 0) continue;
+    if (sx[k] != 1) off += idx * stride;
+    stride *= sx[k];
+  }
+  return off;
+}
+
+static double ref_op(int op, double a, double b) { return op == 0 ? a + b : op == 1 ? a - b : a * b; }
+static const char *const OP_NAMES[3] = {"add", "sub", "mul"};
+static const binary_fn BINARY[3] = {tg_add, tg_sub, tg_mul};
+
+/* Forward and the gradients of sum(y * R) on the HOST provider in dt, against the loops above. */
+static void check_pair_host(tg_dtype dt, int op, int nda, const int64_t *sa, int ndb, const int64_t *sb) {
+  int64_t sy[TG_MAX_DIMS];
+  int nd = ref_shape(nda, sa, ndb, sb, sy);
+  int64_t na = numel_of(nda, sa), nb = numel_of(ndb, sb), n = numel_of(nd, sy);
+  double *a = malloc(na * sizeof(double)), *b = malloc(nb * sizeof(double)), *r = malloc(n * sizeof(double));
+  double *y = malloc(n * sizeof(double)), *yw = malloc(n * sizeof(double));
+  double *ga = calloc(na, sizeof(double)), *gb = calloc(nb, sizeof(double));
+  double *ga_w = calloc(na, sizeof(double)), *gb_w = calloc(nb, sizeof(double));
+  ts_uniform(a, na, 100 + op, -1, 1);
+  ts_uniform(b, nb, 200 + op, -1, 1);
+  ts_uniform(r, n, 300 + op, -1, 1);
+  if (dt == TG_F32) { /* the reference sees the rounded inputs */
+    for (int64_t i = 0; i < na; i++)
+      a[i] = (float)a[i];
+    for (int64_t i = 0; i < nb; i++)
+      b[i] = (float)b[i];
+    for (int64_t i = 0; i < n; i++)
+      r[i] = (float)r[i];
+  }
+  for (int64_t i = 0; i < n; i++) {
+    int64_t ia = ref_index(nd, sy, nda, sa, i), ib = ref_index(nd, sy, ndb, sb, i);
+    yw[i] = ref_op(op, a[ia], b[ib]);
+    ga_w[ia] += r[i] * (op == 2 ? b[ib] : 1);
+    gb_w[ib] += r[i] * (op == 2 ? a[ia] : op == 1 ? -1 : 1);
+  }
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  void *ca = ts_convert(a, na, dt), *cb = ts_convert(b, nb, dt), *cr = ts_convert(r, n, dt);
+  tg_id ia = ts_input(t, dt, nda, sa, ca, TG_REQUIRES_GRAD), ib = ts_input(t, dt, ndb, sb, cb, TG_REQUIRES_GRAD);
+  tg_id iy = BINARY[op](t, ia, ib);
+  cr_assert_neq(iy, TG_NO_ID, "%s %dD x %dD: %s", OP_NAMES[op], nda, ndb, tg_tape_error(t));
+  int ndy = -1;
+  int64_t shy[TG_MAX_DIMS];
+  cr_assert_eq(tg_tape_shape(t, iy, &ndy, shy, TG_MAX_DIMS), TG_OK);
+  cr_expect(ndy == nd && memcmp(shy, sy, nd * sizeof(int64_t)) == 0, "%s: result shape", OP_NAMES[op]);
+  ts_read(t, iy, y, n);
+  double tol = dt == TG_F64 ? 1e-14 : 1e-6;
+  cr_expect(ts_close_ratio(y, yw, n, tol, tol) <= 1, "%s %s %dD x %dD forward", OP_NAMES[op], tg_dtype_name(dt), nda,
+            ndb);
+  tg_id loss = tg_sum(t, tg_mul(t, iy, ts_input(t, dt, nd, sy, cr, 0)));
+  cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, ia, ga, na);
+  ts_read_grad(t, ib, gb, nb);
+  tol = dt == TG_F64 ? 1e-12 : 1e-5;
+  cr_expect(ts_close_ratio(ga, ga_w, na, tol, tol) <= 1, "%s %s %dD x %dD: gradient of a", OP_NAMES[op],
+            tg_dtype_name(dt), nda, ndb);
+  cr_expect(ts_close_ratio(gb, gb_w, nb, tol, tol) <= 1, "%s %s %dD x %dD: gradient of b", OP_NAMES[op],
+            tg_dtype_name(dt), nda, ndb);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  free(ca), free(cb), free(cr), free(a), free(b), free(r), free(y), free(yw);
+  free(ga), free(gb), free(ga_w), free(gb_w);
+}
+
+Test(broadcast, numpy_rule_host_values_and_gradients) {
+  tg_dtype dts[2] = {TG_F64, TG_F32};
+  for (size_t k = 0; k < NPAIRS; k++)
+    for (int op = 0; op < 3; op++)
+      for (int d = 0; d < 2; d++) {
+        const shape_pair *p = &PAIRS[k];
+        check_pair_host(dts[d], op, p->nda, p->a, p->ndb, p->b);
+        check_pair_host(dts[d], op, p->ndb, p->b, p->nda, p->a);
+      }
+}
+
+Test(broadcast, result_shapes) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  int64_t s4[1] = {4}, s31[2] = {3, 1}, s0[1] = {0};
+  double x[4] = {1, 2, 3, 4}, z[3] = {10, 20, 30}, one = 5;
+  tg_id a = ts_input(t, TG_F64, 1, s4, x, 0), b = ts_input(t, TG_F64, 2, s31, z, 0);
+  tg_id c = ts_input(t, TG_F64, 0, s0, &one, 0);
+  int nd;
+  int64_t sh[TG_MAX_DIMS];
+  double y[12], want[12];
+  cr_assert_eq(tg_tape_shape(t, tg_add(t, a, b), &nd, sh, TG_MAX_DIMS), TG_OK, "%s", tg_tape_error(t));
+  cr_expect(nd == 2 && sh[0] == 3 && sh[1] == 4, "[4] + [3, 1] is [3, 4]");
+  ts_read(t, tg_sub(t, a, b), y, 12); /* y[i][j] = x[j] - z[i] */
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 4; j++)
+      want[i * 4 + j] = x[j] - z[i];
+  TS_EXPECT_CLOSE(y, want, 12, 0, 1e-15);
+  cr_assert_eq(tg_tape_shape(t, tg_mul(t, c, c), &nd, sh, TG_MAX_DIMS), TG_OK);
+  cr_expect_eq(nd, 0, "scalar (*) scalar is a scalar");
+  cr_assert_eq(tg_tape_shape(t, tg_mul(t, b, c), &nd, sh, TG_MAX_DIMS), TG_OK);
+  cr_expect(nd == 2 && sh[0] == 3 && sh[1] == 1);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(broadcast, gradcheck_f64) {
+  static const int pick[] = {0, 1, 2, 3, 4, 7, 10, 13}; /* indices into PAIRS */
+  for (size_t k = 0; k < sizeof pick / sizeof pick[0]; k++) {
+    const shape_pair *p = &PAIRS[pick[k]];
+    int64_t na = numel_of(p->nda, p->a), nb = numel_of(p->ndb, p->b);
+    double *a = malloc(na * sizeof(double)), *b = malloc(nb * sizeof(double));
+    ts_uniform(a, na, 40 + k, -1, 1);
+    ts_uniform(b, nb, 50 + k, -1, 1);
+    for (int op = 0; op < 3; op++) {
+      binary_fn f = BINARY[op];
+      tg_gradcheck_input ab[2] = {ts_gc_input(TG_F64, p->nda, p->a, a), ts_gc_input(TG_F64, p->ndb, p->b, b)};
+      ts_gradcheck(gc_binary, &f, 2, ab);
+      tg_gradcheck_input ba[2] = {ab[1], ab[0]};
+      ts_gradcheck(gc_binary, &f, 2, ba);
+    }
+    free(a);
+    free(b);
+  }
+}
+
+Test(broadcast, messages) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  float d[24] = {0};
+  int64_t s23[2] = {2, 3}, s43[2] = {4, 3}, s234[3] = {2, 3, 4}, s35[2] = {3, 5};
+  tg_id a = ts_input(t, TG_F32, 2, s23, d, 0), b = ts_input(t, TG_F32, 2, s43, d, 0);
+  cr_expect_eq(tg_add(t, a, b), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "tg_add: arguments 'a' [2, 3] and 'b' [4, 3] do not broadcast: dim 0 has 2 and 4; expected equal "
+                   "sizes or 1 (NumPy's rule)");
+  tg_tape_reset(t);
+  a = ts_input(t, TG_F32, 3, s234, d, 0);
+  b = ts_input(t, TG_F32, 2, s35, d, 0);
+  cr_expect_eq(tg_mul(t, b, a), TG_NO_ID); /* dims count from the left of the result */
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE,
+                   "tg_mul: arguments 'a' [3, 5] and 'b' [2, 3, 4] do not broadcast: dim 2 has 5 and 4");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* ---- CUDA (skips without a GPU): the general, row-scale and bias-style paths against the host f64
+ * reference in f32 and bf16, and bitwise-repeatable gradients. */
+
+static const shape_pair CUDA_PAIRS[] = {
+    {2, {37, 64}, 2, {37, 1}},          /* rows; few rows: the [R, 1] gradient takes the general reduction */
+    {2, {1031, 64}, 2, {1031, 1}},      /* rows: warp-per-row sums, 16-byte vectors */
+    {2, {1029, 37}, 2, {1029, 1}},      /* rows: columns not a multiple of the vector */
+    {2, {1025, 1100}, 2, {1025, 1}},    /* rows: block-per-row sums */
+    {3, {5, 1, 7}, 3, {1, 6, 1}},       /* general */
+    {2, {3, 1}, 2, {1, 4}},             /* general, both operands broadcast (outputs < 32: warps) */
+    {1, {4}, 2, {3, 1}},                /* general */
+    {3, {1, 5, 64}, 3, {300, 1, 64}},   /* general: thread-per-output sums in chunks */
+    {2, {4, 1}, 2, {1, 100003}},        /* general: warp-per-output sums in chunks */
+    {2, {4099, 3}, 1, {3}},             /* bias-style, few columns: warp sums in chunks */
+    {2, {5000, 40}, 1, {40}},           /* bias-style, column sums in many chunks */
+    {0, {0}, 1, {300001}},              /* scalar: warp sums in chunks */
+    {4, {6, 1, 4, 1}, 4, {1, 5, 1, 3}}, /* general */
+    {0, {0}, 2, {33, 65}},              /* scalar */
+};
+
+Test(broadcast_cuda, matches_host_f32_and_bf16) {
+  tg_dtype dts[2] = {TG_F32, TG_BF16};
+  double tols[2] = {1e-5, 2e-2};
+  for (size_t k = 0; k < sizeof CUDA_PAIRS / sizeof CUDA_PAIRS[0]; k++) {
+    const shape_pair *p = &CUDA_PAIRS[k];
+    int64_t na = numel_of(p->nda, p->a), nb = numel_of(p->ndb, p->b);
+    double *a = malloc(na * sizeof(double)), *b = malloc(nb * sizeof(double));
+    ts_uniform(a, na, 60 + k, -2, 2);
+    ts_uniform(b, nb, 70 + k, -2, 2);
+    for (int op = 0; op < 3; op++) {
+      binary_fn f = BINARY[op];
+      tg_gradcheck_input ab[2] = {ts_gc_input(TG_F64, p->nda, p->a, a), ts_gc_input(TG_F64, p->ndb, p->b, b)};
+      tg_gradcheck_input ba[2] = {ab[1], ab[0]};
+      for (int d = 0; d < 2; d++) {
+        ts_check_cuda_vs_host(cv_binary, &f, 2, ab, dts[d], TG_PROVIDER_CUDA, tols[d]);
+        ts_check_cuda_vs_host(cv_binary, &f, 2, ba, dts[d], TG_PROVIDER_CUDA, tols[d]);
+      }
+    }
+    free(a);
+    free(b);
+  }
+}
+
+/* Runs y = f(a, b), backward from sum(cast(y, f32) * R) on CUDA and returns both gradients' bytes. */
+static void cuda_grads(tg_runtime *rt, tg_dtype dt, binary_fn f, const shape_pair *p, void *ga, void *gb) {
+  int64_t na = numel_of(p->nda, p->a), nb = numel_of(p->ndb, p->b), sy[TG_MAX_DIMS];
+  int nd = ref_shape(p->nda, p->a, p->ndb, p->b, sy);
+  int64_t n = numel_of(nd, sy);
+  double *a = malloc(na * sizeof(double)), *b = malloc(nb * sizeof(double)), *r = malloc(n * sizeof(double));
+  ts_uniform(a, na, 80, -2, 2);
+  ts_uniform(b, nb, 81, -2, 2);
+  ts_uniform(r, n, 82, -1, 1);
+  void *ca = ts_convert(a, na, dt), *cb = ts_convert(b, nb, dt), *cr = ts_convert(r, n, TG_F32);
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
+  tg_id ia = ts_input(t, dt, p->nda, p->a, ca, TG_REQUIRES_GRAD),
+        ib = ts_input(t, dt, p->ndb, p->b, cb, TG_REQUIRES_GRAD);
+  tg_id y = f(t, ia, ib);
+  if (dt != TG_F32) y = tg_cast(t, y, TG_F32);
+  tg_id loss = tg_sum(t, tg_mul(t, y, ts_input(t, TG_F32, nd, sy, cr, 0)));
+  cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_read_grad(t, ia, ga, na * tg_dtype_size(dt)), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_read_grad(t, ib, gb, nb * tg_dtype_size(dt)), TG_OK, "%s", tg_tape_error(t));
+  tg_tape_destroy(t);
+  free(ca), free(cb), free(cr), free(a), free(b), free(r);
+}
+
+Test(broadcast_cuda, gradients_bitwise_repeatable) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_dtype dts[2] = {TG_F32, TG_BF16};
+  for (size_t k = 0; k < sizeof CUDA_PAIRS / sizeof CUDA_PAIRS[0]; k++)
+    for (int d = 0; d < 2; d++)
+      for (int op = 0; op < 3; op += 2) { /* add and mul */
+        const shape_pair *p = &CUDA_PAIRS[k];
+        size_t ba = numel_of(p->nda, p->a) * tg_dtype_size(dts[d]), bb = numel_of(p->ndb, p->b) * tg_dtype_size(dts[d]);
+        void *g[2][2] = {{malloc(ba), malloc(bb)}, {malloc(ba), malloc(bb)}};
+        for (int run = 0; run < 2; run++)
+          cuda_grads(rt, dts[d], BINARY[op], p, g[run][0], g[run][1]);
+        cr_expect(memcmp(g[0][0], g[1][0], ba) == 0 && memcmp(g[0][1], g[1][1], bb) == 0,
+                  "%s %s pair %zu: gradients differ between two identical runs", OP_NAMES[op], tg_dtype_name(dts[d]),
+                  k);
+        for (int run = 0; run < 2; run++)
+          free(g[run][0]), free(g[run][1]);
+      }
+  tg_runtime_destroy(rt);
 }
 
 /* ---- sum and mean (ops/reduce.c) */
