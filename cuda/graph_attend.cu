@@ -370,7 +370,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
   const int64_t nch = (F + V - 1) / V;
   const int G = lanes_for(nch);
   const Heads hd{in.g->nq, H, F, (int)((nch + G - 1) / G)};
-  if (PASS == FWD) {
+  if constexpr (PASS == FWD) {
     AttnFwd<T, V, RM, GAT> p;
     p.units = in.g->nq * H;
     p.G = G;
@@ -385,7 +385,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.slope = in.a->slope;
     p.drop = in.drop;
     return launch(s, p, GAT ? "graph_gat_forward" : "graph_attend_forward");
-  } else if (PASS == DST) {
+  } else if constexpr (PASS == DST) {
     AttnDst<T, V, RM, GAT> p;
     p.units = in.g->nq * H;
     p.G = G;
