@@ -1131,7 +1131,7 @@ Test(graph_cuda, every_op_every_kind_matches_host) {
  * a row walked by a whole thread block), source 3 a hub (in every row: a long transpose walk), rows
  * 0, 150 and 299 empty, about 6 random sources elsewhere. */
 static int64_t BIG_RP[301];
-static int32_t BIG_CI[300 * 8 + 700];
+static int32_t BIG_CI[300 * 40 + 700];
 static void big_graph(void) {
   uint64_t s = 99;
   int64_t e = 0;
@@ -1139,7 +1139,7 @@ static void big_graph(void) {
     BIG_RP[i] = e;
     if (i == 0 || i == 150 || i == 299) continue;
     for (int32_t j = 0; j < 700; j++)
-      if (i == 5 || j == 3 || ts_next(&s) % 700 < 6) BIG_CI[e++] = j;
+      if ((i == 5 || j == 3 || ts_next(&s) % 700 < 6) && e < (int64_t)(sizeof BIG_CI / sizeof *BIG_CI)) BIG_CI[e++] = j;
   }
   BIG_RP[300] = e;
 }
