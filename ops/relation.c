@@ -84,10 +84,10 @@ static void dev_free(tg_relation *r) {
   memset(&r->dev, 0, sizeof r->dev);
 }
 
-void tgi_rel_retain(tg_relation *r) { r->refs++; }
+void tgi_rel_retain(tg_relation *r) { tgi_atomic_add(&r->refs, 1); }
 
 void tgi_rel_release(tg_relation *r) {
-  if (--r->refs > 0) return;
+  if (tgi_atomic_add(&r->refs, -1) > 0) return;
   dev_free(r);
   free(r->mask);
   free(r->cu_q);

@@ -19,7 +19,7 @@
 #endif
 
 struct tg_relation {
-  _Atomic int64_t refs;
+  int64_t refs; /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
   tg_runtime *rt;        /* referenced */
   tg_relation_kind kind; /* as built; CONCAT is stored in the CSR fields */
   int64_t nq, nk;        /* per batch entry (VARLEN: packed totals) */

@@ -80,7 +80,7 @@ void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
  * Reference counted (tiga.h: lifetimes): the caller's handle, each tape and each relation hold
  * one reference; the device is closed when the last one is dropped. */
 struct tg_runtime {
-  _Atomic int64_t refs;
+  int64_t refs; /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
   tgi_device *dev; /* NULL on a host-only runtime */
   int device_index;
   char msg[TGI_MSG_CAP];
@@ -88,6 +88,9 @@ struct tg_runtime {
 
 tg_status tgi_rt_error(tg_runtime *rt, tg_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void tgi_rt_retain(tg_runtime *rt);
+/* Reference counts (runtime, relation): atomic increments / decrements; returns the new count.
+ * Builtins rather than C11 _Atomic so that this header also compiles as CUDA C++ (device.cu). */
+static inline int64_t tgi_atomic_add(int64_t *p, int64_t d) { return __atomic_add_fetch(p, d, __ATOMIC_ACQ_REL); }
 void tgi_rt_release(tg_runtime *rt);
 
 /* ------------------------------------------------------------ options structs

@@ -41,10 +41,10 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
 tg_status tg_runtime_create_host(tg_runtime **out) { return create(-1, false, out); }
 tg_status tg_runtime_create_cuda(int device, tg_runtime **out) { return create(device, true, out); }
 
-void tgi_rt_retain(tg_runtime *rt) { rt->refs++; }
+void tgi_rt_retain(tg_runtime *rt) { tgi_atomic_add(&rt->refs, 1); }
 
 void tgi_rt_release(tg_runtime *rt) {
-  if (--rt->refs > 0) return;
+  if (tgi_atomic_add(&rt->refs, -1) > 0) return;
   tgi_device_close(rt->dev);
   free(rt);
 }
