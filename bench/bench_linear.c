@@ -75,8 +75,10 @@ static tg_id param(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, doub
   float *f = malloc((size_t)n * sizeof *f);
   uint16_t *h = dt == TG_F32 ? NULL : malloc((size_t)n * sizeof *h);
   if (!f || (dt != TG_F32 && !h)) die("malloc", "out of host memory");
-  tg_init init = {TG_INIT_NORMAL, 0.0, std, seed};
-  if (tg_init_fill(&init, TG_F32, ndim, shape, f)) die("tg_init_fill", tg_last_error());
+  tg_init_options init;
+  tg_init_options_init(&init);
+  init.kind = TG_INIT_NORMAL, init.a = 0.0, init.b = std, init.seed = seed;
+  if (tg_init_fill(&init, TG_F32, ndim, shape, f, (size_t)n * sizeof *f)) die("tg_init_fill", tg_last_error());
   if (h)
     for (int64_t i = 0; i < n; i++)
       h[i] = dt == TG_BF16 ? to_bf16(f[i]) : to_f16(f[i]);

@@ -47,8 +47,8 @@ const char *tgi_graph_rel_str(const graph_state *st, char *buf, size_t cap) {
 }
 
 bool tgi_graph_host(tg_tape *t, const graph_state *st, host_graph *g) {
-  const int64_t *rp;
-  const int32_t *ci;
+  const int64_t *rp = NULL;
+  const int32_t *ci = NULL;
   int64_t nnz;
   if (!tgi_rel_host_csr(t, st->rel, &rp, &ci, &nnz)) return false;
   *g = (host_graph){.nq = st->Nq, .nk = st->Nk, .nnz = nnz, .row_ptr = rp, .col_idx = ci};

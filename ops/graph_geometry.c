@@ -23,8 +23,8 @@ static tg_status disp_backward(tg_tape *t, tgi_node *n) {
   bool same = ps == pd;
   if (!ps->requires_grad && !pd->requires_grad) return TG_OK;
   if (n->cap->provider == TG_PROVIDER_HOST) {
-    const int64_t *rp;
-    const int32_t *ci;
+    const int64_t *rp = NULL;
+    const int32_t *ci = NULL;
     int64_t nnz;
     const void *gy = tgi_grad_h(t, y);
     void *gs = ps->requires_grad ? tgi_grad_h(t, ps) : NULL;
@@ -88,8 +88,8 @@ tg_id tg_graph_displacement(tg_tape *t, const tg_relation *rel_in, tg_id src_id,
   if (!y) return TG_NO_ID;
   tgi_value *in[2] = {ps, pd};
   if (p == TG_PROVIDER_HOST) {
-    const int64_t *rp;
-    const int32_t *ci;
+    const int64_t *rp = NULL;
+    const int32_t *ci = NULL;
     const void *hs = tgi_read_h(t, ps), *hd = tgi_read_h(t, pd);
     void *hy = tgi_write_h(t, y);
     if (!hs || !hd || !hy || !tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return TG_NO_ID;

@@ -133,8 +133,8 @@ static void *dev_upload(tg_tape *t, tg_relation *r, const void *src, size_t byte
 }
 
 bool tgi_rel_dev_csr(tg_tape *t, tg_relation *r, bool transpose, tgc_csr *out) {
-  const int64_t *rp;
-  const int32_t *ci;
+  const int64_t *rp = NULL;
+  const int32_t *ci = NULL;
   int64_t nnz;
   if (!r->dev.row_ptr) {
     if (!tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return false;
@@ -187,8 +187,8 @@ static int64_t mask_entries(const tg_relation *r) {
 static const uint8_t *host_mask(tg_tape *t, tg_relation *r, bool *owned) {
   *owned = false;
   if (r->kind == TG_REL_MASK) return r->mask;
-  const int64_t *rp;
-  const int32_t *ci;
+  const int64_t *rp = NULL;
+  const int32_t *ci = NULL;
   int64_t nnz;
   if (!tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return NULL;
   uint8_t *m = calloc((size_t)(r->nq * r->nk), 1);
