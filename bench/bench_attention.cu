@@ -1,6 +1,6 @@
-// Standalone check and benchmark of the fused attention kernels (cuda/attention_fused.h).
-//   nvcc -O3 -std=c++17 -arch=sm_90 -Xcompiler -fopenmp -I include -I . bench/bench_attention.cu
-//        cuda/attention_fused*.cu -o bench_attention -lgomp
+// Standalone check and benchmark of the fused attention kernels (cuda/attention_fused.h), built by
+// bench/CMakeLists.txt or tools/build_bench_attention.sh: every attention file it compiles takes
+// -DTIGA_BENCH_SWITCHES (the sweep switches below exist only then, never in libtiga).
 //   bench_attention --check [substring]   random odd-sized cases vs a float64 CPU reference
 //   bench_attention --bench [substring]   the shapes of docs/ANCHORS.md, CUDA events, medians
 //   --family N                            kernel family (cuda_attention_fused_set_family): 0 = the
@@ -20,6 +20,10 @@
 #include <cuda_runtime.h>
 
 #include "cuda/attention_fused.h"
+
+#ifndef TIGA_BENCH_SWITCHES
+#error "bench_attention is compiled with -DTIGA_BENCH_SWITCHES (as are the attention files it links)"
+#endif
 
 // The library's device.cu provides these; the bench links only the attention files.
 static char g_err[1024];

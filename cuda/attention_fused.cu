@@ -130,12 +130,20 @@ extern "C" tg_status cuda_attention_fused_mask_prepare(tgc_stream s, const uint8
 }
 
 // ------------------------------------------------------------------ kernel family
+// The family switch is a sweep tool compiled into bench_attention alone (TIGA_BENCH_SWITCHES); in
+// the library the family is the constant 1, so the mma.sync-only path for wgmma-capable calls folds away.
+#ifdef TIGA_BENCH_SWITCHES
 static std::atomic<int> g_family{1};
 
 extern "C" void cuda_attention_fused_set_family(int family) {
   g_family.store(family < 0 ? 0 : family);
   fa_sm90_set_variant(family >= 2 ? family - 1 : 0);
 }
+
+static int fa_family() { return g_family.load(); }
+#else
+static constexpr int fa_family() { return 1; }
+#endif
 
 // Whether the current device runs the sm_90a kernels (compute capability exactly 9.0), cached.
 static bool fa_device_sm90() {
@@ -155,7 +163,7 @@ static bool fa_device_sm90() {
 }
 
 static bool fa_use_sm90(const FaParams &p, const FaDrop *dr) {
-  return g_family.load() != 0 && !dr && !p.prune && !p.counters && fa_sm90_has(p) && fa_device_sm90();
+  return fa_family() != 0 && !dr && !p.prune && !p.counters && fa_sm90_has(p) && fa_device_sm90();
 }
 
 // ------------------------------------------------------------------ shared setup

@@ -66,13 +66,16 @@ tg_status cuda_attention_fused_backward(tgc_stream s, const tgc_attn_shape *sh, 
                                         const void *v, const void *out, const void *dout, const float *lse, void *dq,
                                         void *dk, void *dv, void *workspace);
 
-/* Kernel family (tests and benchmarks; the library never calls it). 1, the default: the sm_90a
+#ifdef TIGA_BENCH_SWITCHES
+/* Kernel family: a sweep switch compiled only into bench_attention (-DTIGA_BENCH_SWITCHES on every
+ * attention file it compiles); libtiga neither calls nor exports it. 1, the default: the sm_90a
  * wgmma kernels (attention_sm90.cu) where they apply (compute capability 9.0 device, F16 / BF16,
  * D == Dv in {64, 128}, no dropout, no pruning), the mma.sync kernels elsewhere. 0: always the
  * mma.sync / CUDA-core kernels. 2..8: alternative wgmma tile shapes and mask walks (sweeps,
  * bench/NOTES.md).
  * Process-wide; not synchronised with launches in flight on other threads. */
 void cuda_attention_fused_set_family(int family);
+#endif
 
 #ifdef __cplusplus
 }

@@ -726,7 +726,13 @@ __global__ void __launch_bounds__(NWG * 128, 1) fa_bwd_sm90_kernel(const FaParam
 }
 
 // ------------------------------------------------------------------ launchers
-static int g_sm90_variant = 0; // sweeps only (cuda_attention_fused_set_family)
+// The variant is a sweep switch (cuda_attention_fused_set_family), compiled into bench_attention
+// alone; in the library it is the constant 0 and the sweep-only instantiations below are not built.
+#ifdef TIGA_BENCH_SWITCHES
+static int g_sm90_variant = 0;
+#else
+static constexpr int g_sm90_variant = 0;
+#endif
 
 template <typename T, int D, int BN, int NWG, int MINB, bool PIPE, bool MW = false>
 static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
@@ -746,21 +752,28 @@ static tg_status fa_launch_fwd_sm90(const FaParams &p, cudaStream_t st) {
 // their tiles 32 at a time (Sm90Walk); D = 64 masks run 64 x 64 tiles (one-warpgroup CTAs, four
 // per SM) unless mask_coarse says no 128-row tile has an empty half. Variants 1..7
 // (cuda_attention_fused_set_family 2..8) force the alternatives for sweeps: 5 the session-3 mask
-// kernels (tile by tile lookups), 6 / 7 the coarse / fine mask shapes whatever the mask.
+// kernels (tile by tile lookups), 6 / 7 the coarse / fine mask shapes whatever the mask; the
+// variants exist in bench_attention alone (TIGA_BENCH_SWITCHES).
 template <typename T> static tg_status fa_fwd_sm90_dim(const FaParams &p, cudaStream_t st) {
   const int v = g_sm90_variant;
   if (p.D == 64) {
+#ifdef TIGA_BENCH_SWITCHES
     if (v == 1) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, false>(p, st);
     if (v == 2) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true>(p, st);
     if (v == 3) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, false>(p, st);
+#endif
     if (!p.mbits) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, true>(p, st);
+#ifdef TIGA_BENCH_SWITCHES
     if (v == 5) return fa_launch_fwd_sm90<T, 64, 128, 1, 2, true, false>(p, st);
+#endif
     if ((p.mask_coarse && v != 7) || v == 6) return fa_launch_fwd_sm90<T, 64, 64, 2, 2, true, true>(p, st);
     return fa_launch_fwd_sm90<T, 64, 64, 1, 4, true, true>(p, st);
   }
+#ifdef TIGA_BENCH_SWITCHES
   if (v == 1) return fa_launch_fwd_sm90<T, 128, 128, 2, 1, true>(p, st);
   if (v == 2) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st);
   if (v == 3) return fa_launch_fwd_sm90<T, 128, 64, 2, 1, false>(p, st);
+#endif
   if (p.mbits && v == 5) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false, false>(p, st);
   if (p.mbits) return fa_launch_fwd_sm90<T, 128, 64, 1, 2, false, true>(p, st);
   return p.causal && p.max_q <= 1024 ? fa_launch_fwd_sm90<T, 128, 64, 1, 2, false>(p, st)
@@ -800,7 +813,9 @@ bool fa_sm90_has(const FaParams &p) {
   return (p.dtype == TG_F16 || p.dtype == TG_BF16) && p.D == p.Dv && (p.D == 64 || p.D == 128);
 }
 
+#ifdef TIGA_BENCH_SWITCHES
 void fa_sm90_set_variant(int v) { g_sm90_variant = v; }
+#endif
 
 tg_status fa_forward_sm90(const FaParams &p, cudaStream_t st) {
   if (p.dtype == TG_F16) return fa_fwd_sm90_dim<__half>(p, st);

@@ -3,7 +3,7 @@
 # Correctness of every variant on the mask check cases, then the mask benchmark (50 % and 100 %
 # of blocks) per variant, the dense D = 64 N = 4096 reference, and ncu on the mask backward.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 B=build-bench/bench_attention
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader

@@ -3,7 +3,7 @@
 # (the new coarse / fine mask cases included), the float64 check (default; the fine and coarse
 # mask shapes forced), racecheck on the mask cases, and the mask sweep.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention

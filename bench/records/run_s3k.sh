@@ -4,7 +4,7 @@
 # tests, the float64 check of every fused case, then tiga's attention benchmark beside PyTorch's
 # (SDPA FLASH / EFFICIENT / cuDNN, flex_attention) in this same call.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention

@@ -3,7 +3,7 @@
 # step n + 1), the forward pipelined (D = 64) or not (D = 128). Check, memcheck, bench families
 # 1-3, the no-atomics ablation (family 4, wrong dq by design), ncu on the D = 64 kernels.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 B=build-bench/bench_attention
 timeout 240 $B --check > $o/check.log 2>&1; echo "check rc=$?"; grep -E "FAIL|SUMMARY|status|error" $o/check.log | head -40

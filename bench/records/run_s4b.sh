@@ -3,7 +3,7 @@
 # variant), racecheck on the mask walk, the mask sweep (families 1, 6, 7, 8), then the whole suite
 # under compute-sanitizer memcheck (not run in session 3).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention

@@ -3,7 +3,7 @@
 # reference (every check case; the f16 / bf16 D = 64 / 128 ones now run wgmma), a memcheck of two
 # cases, then the speed of the three forward tile variants (--family 1..3).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 o=$OUT
 B=build-gpu/bench/bench_attention

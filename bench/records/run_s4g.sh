@@ -3,7 +3,7 @@
 # dk / dv read before the last dQ product, and only the read of the last dQ stage awaited before
 # the CTA ends (cp.async.bulk.wait_group.read) — beside SDPA FLASH on the N = 1024 shapes.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export PYTHONUNBUFFERED=1
 o=$OUT
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader

@@ -4,7 +4,7 @@
 # racecheck on the mask cases, tiga's benchmark beside PyTorch's in this same call, a short
 # training run.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention

@@ -2,7 +2,7 @@
 # Session 4, call 5 (build-ab: two bench binaries): A/B of the mask walk's state in registers (a,
 # the code of run_s4d.sh) against shared memory (b, which also gives the D = 128 backward the walk).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 timeout 100 build-ab/bench_b --check > $o/check.log 2>&1; echo "check b rc=$?"; grep -E "FAIL|SUMMARY" $o/check.log | head

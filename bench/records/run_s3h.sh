@@ -3,7 +3,7 @@
 # backward CTAs for boolean masks (D = 64). Check every case, bench family 1 (default) and 5 (the
 # one-warpgroup backward for every D = 64 case).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 B=build-bench/bench_attention
 timeout 240 $B --check > $o/check.log 2>&1; echo "check rc=$?"; grep -E "FAIL|SUMMARY|status|error" $o/check.log | head -20

@@ -3,7 +3,7 @@
 # PyTorch's (SDPA FLASH / EFFICIENT / cuDNN, flex_attention) in this same call, then the time of
 # the backward's O(N) passes (delta + zeroing, dq finish) on the mask case under ncu.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention

@@ -2,7 +2,7 @@
 # Session 2, second call: racecheck on the linear kernels, where a step's GPU time goes, and
 # PyTorch's 5000-step run with nanoGPT's initialisation.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 which nsys ncu

@@ -3,7 +3,7 @@
 # dropout stream, compute-sanitizer on the changed kernels, the training benchmark beside PyTorch,
 # and the per-kernel profile of a step.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 build-gpu/run-tests.sh > $o/tests.log 2>&1; echo "tests rc=$?"; grep -E "passed, |FAILED" $o/tests.log

@@ -2,7 +2,7 @@
 # Short verification call after refactors: the GPU suite, compute-sanitizer on the kernels that
 # changed (memcheck + racecheck), and a 60-step training benchmark. Logs under $OUT.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}"
 o=$OUT
 build-gpu/run-tests.sh > $o/tests.log 2>&1; echo "tests rc=$?"; grep -E "passed, |FAILED" $o/tests.log

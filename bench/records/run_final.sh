@@ -2,7 +2,7 @@
 # One device call: GPU test suite, benchmarks beside PyTorch, a full default-config training run,
 # then compute-sanitizer memcheck (and racecheck on the shared-memory kernels), within ~590 s.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 start=$(date +%s)

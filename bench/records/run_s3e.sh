@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Session 3, sixth call: the backward's dQ staged as one 64 x D block per step (swizzled workspace layout)
-# and added by ONE bulk reduction (cp.reduce.async.bulk .add.f32) per CTA step. Check, sanitizers, bench
+# Session 3, fifth call: the backward's dQ through bulk asynchronous reductions (cp.reduce.async.bulk
+# .add.f32, one 128/256-byte row per thread) instead of float2 atomics. Check, sanitizers, bench
 # families 1 and 3, ncu on the D = 64 backward.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 B=build-bench/bench_attention
 timeout 240 $B --check > $o/check.log 2>&1; echo "check rc=$?"; grep -E "FAIL|SUMMARY|status|error" $o/check.log | head -40

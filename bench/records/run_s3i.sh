@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Session 3, final call: the whole test suite on the H200, memcheck + racecheck of the attention
-# tests, the float64 check of every fused case with the wgmma kernels (family 1) and without them
+# Session 3, final call (run_s3g.sh was the first try, before the vectorised delta / finish, the
+# one-warpgroup backward for masks and short causal rows, and the late tile-class scans): the
+# whole test suite on the H200, memcheck + racecheck of the attention tests, the float64 check of every fused case with the wgmma kernels (family 1) and without them
 # (family 0), then tiga's attention benchmark beside PyTorch's (SDPA FLASH / EFFICIENT / cuDNN,
 # flex_attention) in this same call, and a short training run without attention dropout (which
 # takes the wgmma kernels) against the default (dropout: mma.sync kernels).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 B=build-gpu/bench/bench_attention
@@ -22,6 +23,6 @@ python3 bench/attention_torch.py --join $o/ours.log $o/torch.log > $o/join.txt 2
 tail -20 $o/ours_mma.log
 for mode in "--dtype bf16 --attention fused --attn-dropout 0" "--dtype bf16 --attention fused"; do
   timeout 60 build-gpu/examples/train_charlm --device cuda $mode --steps 60 --eval-interval 1000 --eval-iters 1 --log-interval 20 \
-    --sample-chars 0 --out $o/train_tmp --data examples/data/input.txt 2>&1 | sed "s/^/[$mode] /" | tail -n 2
+    --sample-chars 0 --out $o/train_tmp --data examples/data/input.txt 2>&1 | sed "s/^/[$mode] /" | grep -E "step +(40|60)/|best val" 
 done
 rm -rf $o/train_tmp

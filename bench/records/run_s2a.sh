@@ -3,7 +3,7 @@
 # shared-memory kernels not yet checked (linear, composed attention softmax, cast), a full 5000-step run
 # with attention dropout 0.2 beside PyTorch's own 5000-step run, and a per-kernel profile of a step.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT
 build-gpu/run-tests.sh > $o/tests.log 2>&1; echo "tests rc=$?"; grep -E "passed, |FAILED|Synthesis" $o/tests.log

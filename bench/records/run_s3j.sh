@@ -3,7 +3,7 @@
 # masks it reads tile summaries), and a non-pipelined one-warpgroup variant for masks (family 4,
 # with the next-tile scan after S is issued). Check; bench family 1; mask under families 2 and 4.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 o=$OUT
 B=build-bench/bench_attention
 timeout 240 $B --check > $o/check.log 2>&1; echo "check rc=$?"; grep -E "FAIL|SUMMARY" $o/check.log | head -20
