@@ -315,6 +315,11 @@ extern "C" tg_status tgi_device_d2h(tgi_device *d, void *dst, const void *src, s
   return TG_OK;
 }
 
+extern "C" tg_status tgi_device_d2d(tgi_device *d, void *dst, const void *src, size_t bytes, char *msg) {
+  DEV_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream), "copy device -> device");
+  return TG_OK;
+}
+
 extern "C" tg_status tgi_device_zero(tgi_device *d, void *p, size_t bytes, char *msg) {
   DEV_TRY(cudaMemsetAsync(p, 0, bytes, d->stream), "cudaMemsetAsync");
   return TG_OK;

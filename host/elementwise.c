@@ -227,10 +227,43 @@ static inline double dpart(host_binary_op op, int which, double other) {
 DEFINE_BCAST(float, f32)
 DEFINE_BCAST(double, f64)
 
+/* ROWS: one operand [rows, cols], the other one value per row. Plain loops (the walker's index
+ * arithmetic dominated GAT's host step on its [E, 64] * [E, 1] product). */
+#define DEFINE_ROWS(T, S)                                                                                              \
+  static void rows_fwd_##S(host_binary_op op, const host_bcast *p, const T *a, const T *b, T *y) {                     \
+    for (int64_t r = 0; r < p->rows; r++)                                                                              \
+      for (int64_t c = 0; c < p->cols; c++) {                                                                          \
+        int64_t i = r * p->cols + c;                                                                                   \
+        y[i] = (T)binary_f(op, p->row_operand == 0 ? a[r] : a[i], p->row_operand == 1 ? b[r] : b[i]);                  \
+      }                                                                                                                \
+  }                                                                                                                    \
+  static void rows_bwd_##S(host_binary_op op, const host_bcast *p, const T *a, const T *b, const T *gy, T *ga,         \
+                           T *gb) {                                                                                    \
+    const T *full = p->row_operand == 0 ? b : a, *row = p->row_operand == 0 ? a : b;                                   \
+    T *g_full = p->row_operand == 0 ? gb : ga, *g_row = p->row_operand == 0 ? ga : gb;                                 \
+    int w_full = p->row_operand == 0, w_row = p->row_operand;                                                          \
+    for (int64_t r = 0; r < p->rows; r++) {                                                                            \
+      double s = 0;                                                                                                    \
+      for (int64_t c = 0; c < p->cols; c++) {                                                                          \
+        int64_t i = r * p->cols + c;                                                                                   \
+        if (g_full) g_full[i] = (T)((double)g_full[i] + (double)gy[i] * dpart(op, w_full, (double)row[r]));            \
+        if (g_row) s += (double)gy[i] * dpart(op, w_row, (double)full[i]);                                             \
+      }                                                                                                                \
+      if (g_row) g_row[r] = (T)((double)g_row[r] + s);                                                                 \
+    }                                                                                                                  \
+  }
+DEFINE_ROWS(float, f32)
+DEFINE_ROWS(double, f64)
+
 void host_binary_forward_bc(tg_dtype dt, host_binary_op op, const host_bcast *p, const void *a, const void *b,
                             void *y) {
   if (p->kind == HOST_BC_SAME || p->kind == HOST_BC_TRAIL) {
     host_binary_forward(dt, op, a, p->na, b, p->nb, y);
+  } else if (p->kind == HOST_BC_ROWS) {
+    if (dt == TG_F32)
+      rows_fwd_f32(op, p, a, b, y);
+    else
+      rows_fwd_f64(op, p, a, b, y);
   } else if (dt == TG_F32)
     bc_fwd_f32(op, p, a, b, y);
   else
@@ -241,6 +274,13 @@ void host_binary_backward_bc(tg_dtype dt, host_binary_op op, const host_bcast *p
                              const void *gy, void *ga, void *gb) {
   if (p->kind == HOST_BC_SAME || p->kind == HOST_BC_TRAIL) {
     host_binary_backward(dt, op, a, p->na, b, p->nb, gy, ga, gb);
+    return;
+  }
+  if (p->kind == HOST_BC_ROWS) {
+    if (dt == TG_F32)
+      rows_bwd_f32(op, p, a, b, gy, ga, gb);
+    else
+      rows_bwd_f64(op, p, a, b, gy, ga, gb);
     return;
   }
   if (dt == TG_F32) {

@@ -314,6 +314,10 @@ TG_API tg_status tg_tape_parameters(tg_tape *tape, tg_id *ids, size_t cap, size_
  * intermediate gradients are recomputed from zero and leaf gradients accumulate again, as
  * PyTorch's retain_graph=True. */
 TG_API tg_status tg_tape_backward(tg_tape *tape, tg_id loss);
+/* The vector-Jacobian product: the reverse sweep from a value y of any shape, seeded with the
+ * gradient grad_y (a value of y's shape and dtype) instead of a loss's 1 — PyTorch's
+ * y.backward(grad_y). Accumulation as tg_tape_backward. */
+TG_API tg_status tg_tape_backward_with(tg_tape *tape, tg_id y, tg_id grad_y);
 /* Sets every leaf gradient (parameters and inputs) to zero. */
 TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
 

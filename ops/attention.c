@@ -3,7 +3,9 @@
  * Three lowerings, one capsule each:
  *   HOST           f32/f64, every relation; saves lse as f64 (B*Hq*Nq*8 bytes)
  *   CUDA_COMPOSED  cuBLAS + masked softmax; saves P, f32 [B,Hq,Nq,Nk]
- *   CUDA_FUSED     online softmax (cuda/attention_fused.h); saves only lse, f32 [B,Hq,Nq]
+ *   CUDA_FUSED     online softmax (cuda/attention_fused.h; a CSR / CONCAT relation: the row-centric
+ *                  graph kernels of cuda/attention_csr.h over the relation's device CSR and its
+ *                  transpose); saves only lse, f32 [B,Hq,Nq]
  * Attention dropout (tiga.h) on every provider: the node keeps (seed, call, keep) and the
  * backward regenerates the mask.
  * The node holds a reference to the relation (ops/relation.h), and the CUDA providers read the
@@ -18,6 +20,7 @@
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/attention_composed.h"
+#include "../cuda/attention_csr.h"
 #include "../cuda/attention_fused.h"
 #endif
 
@@ -40,8 +43,14 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
   const attn_state *st = n->aux;
   char rel[128];
   tgi_rel_describe(st->rel, rel, sizeof rel);
-  int w = snprintf(buf, cap, "%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, (long long)st->Hq, (long long)st->Hkv,
-                   (long long)st->D, (long long)st->Dv);
+  const tg_provider p = n->cap->provider;
+  const bool graph = st->rel->kind == TG_REL_CSR || st->rel->kind == TG_REL_CONCAT;
+  const char *lowering = p == TG_PROVIDER_HOST            ? "host-rows"
+                         : p == TG_PROVIDER_CUDA_COMPOSED ? "dense-scores"
+                         : graph                          ? "csr-rows"
+                                                          : "tiles";
+  int w = snprintf(buf, cap, "%s lowering=%s Hq=%lld Hkv=%lld D=%lld Dv=%lld", rel, lowering, (long long)st->Hq,
+                   (long long)st->Hkv, (long long)st->D, (long long)st->Dv);
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (st->has_tiles && w > 0 && (size_t)w < cap)
@@ -50,10 +59,9 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
 }
 
 static tg_status attn_backward(tg_tape *t, tgi_node *n);
-static const tgi_capsule cap_attn[3] = {
-    {"attention", TG_PROVIDER_HOST, attn_backward, describe},
-    {"attention", TG_PROVIDER_CUDA_FUSED, attn_backward, describe},
-    {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
+static const tgi_capsule cap_attn[3] = {{"attention", TG_PROVIDER_HOST, attn_backward, describe},
+                                        {"attention", TG_PROVIDER_CUDA_FUSED, attn_backward, describe},
+                                        {"attention", TG_PROVIDER_CUDA_COMPOSED, attn_backward, describe}};
 
 static void host_shape(const attn_state *st, host_attn_shape *hs) {
   *hs =
@@ -132,10 +140,40 @@ static bool stage(tg_tape *t, attn_state *st, bool fused) {
   return true;
 }
 
+static bool is_graph(const tg_relation *r) { return r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT; }
+
+static void csr_shape(const attn_state *st, tg_dtype dt, tgc_csr_attn_shape *sh) {
+  *sh = (tgc_csr_attn_shape){.B = st->B,
+                             .Nq = st->Nq,
+                             .Nk = st->Nk,
+                             .Hq = (int)st->Hq,
+                             .Hkv = (int)st->Hkv,
+                             .D = (int)st->D,
+                             .Dv = (int)st->Dv,
+                             .dtype = dt,
+                             .scale = (float)st->scale,
+                             .drop_keep = st->keep < 1 ? st->keep : 0,
+                             .drop_seed = st->seed,
+                             .drop_call = st->call};
+}
+
+/* The fused kernels take this call (forward, and the backward when a gradient will be wanted);
+ * false with tgc_error() saying why. */
+static bool fused_takes(const attn_state *st, tg_dtype dt, bool grad) {
+  if (is_graph(st->rel)) {
+    tgc_csr_attn_shape sh;
+    csr_shape(st, dt, &sh);
+    return cuda_attention_csr_supported(&sh) == TG_OK && (!grad || cuda_attention_csr_backward_supported(&sh) == TG_OK);
+  }
+  tgc_attn_shape sh;
+  fused_shape(st, dt, &sh);
+  return cuda_attention_fused_supported(&sh) == TG_OK;
+}
+
 /* Whether AUTO may take the fused lowering for this call. */
 static bool fused_fits(const attn_state *st, tg_dtype dt) {
-  if (st->rel->kind == TG_REL_CSR || st->rel->kind == TG_REL_CONCAT) return false;
   if (dt != TG_F32 && dt != TG_F16 && dt != TG_BF16) return false;
+  if (is_graph(st->rel)) return fused_takes(st, dt, true);
   tgc_attn_shape sh;
   fused_shape(st, dt, &sh);
   return cuda_attention_fused_supported(&sh) == TG_OK;
@@ -211,7 +249,7 @@ static tg_provider pick(tg_tape *t, attn_state *st, tg_dtype dt) {
   return p;
 }
 
-static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_dtype dt) {
+static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_dtype dt, bool grad) {
   const tg_relation_kind kind = st->rel->kind;
   if (st->prune > 0 && p != TG_PROVIDER_CUDA_FUSED)
     return tgi_fail(
@@ -230,20 +268,12 @@ static bool check_provider(tg_tape *t, tg_provider p, const attn_state *st, tg_d
                     "'block_prune_threshold' = %g; use one of them",
                     st->keep, st->prune);
   if (p != TG_PROVIDER_CUDA_FUSED) return true;
-  if (kind == TG_REL_CSR || kind == TG_REL_CONCAT)
-    return tgi_fail(
-        t, TG_ERR_UNSUPPORTED,
-        "argument 'rel' is a %s relation; provider CUDA_FUSED takes dense, causal, mask and varlen (the fused "
-        "CSR path is a later issue; use CUDA_COMPOSED or HOST)",
-        tgi_rel_kind_name(kind));
 #ifdef TIGA_HAVE_CUDA
-  tgc_attn_shape sh;
-  fused_shape(st, dt, &sh);
-  if (cuda_attention_fused_supported(&sh) != TG_OK)
+  if (!fused_takes(st, dt, grad))
     return tgi_fail(t, TG_ERR_UNSUPPORTED, "provider CUDA_FUSED does not take this call: %s (CUDA_COMPOSED does)",
                     tgc_error());
 #else
-  (void)dt;
+  (void)dt, (void)grad;
 #endif
   return true;
 }
@@ -303,9 +333,11 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   }
   st->prune = prune;
   tg_dtype dt = (tg_dtype)q->dtype;
+  tgi_value *in[3] = {q, k, v};
+  bool grad = tgi_needs_grad(t, 3, in);
   tg_provider p = pick(t, st, dt);
   if (!p || !tgi_need_float_for(t, p, "q", q) || !tgi_need_same_dtype(t, "q", q, "k", k) ||
-      !tgi_need_same_dtype(t, "q", q, "v", v) || !check_provider(t, p, st, dt))
+      !tgi_need_same_dtype(t, "q", q, "v", v) || !check_provider(t, p, st, dt, grad))
     return TG_NO_ID;
 
   int64_t oshape[4] = {st->B, st->Nq, st->Hq, st->Dv}, lshape[3] = {st->B, st->Hq, st->Nq};
@@ -313,8 +345,6 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   tgi_value *out = tgi_result(t, dt, 4, oshape);
   tgi_value *lse = out && opts->lse_out ? tgi_result(t, TG_F32, 3, lshape) : NULL;
   if (!out || (opts->lse_out && !lse)) return TG_NO_ID;
-  tgi_value *in[3] = {q, k, v};
-  bool grad = tgi_needs_grad(t, 3, in);
   void *saved = NULL;
   size_t saved_bytes = 0;
 
@@ -341,7 +371,19 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
     void *po = tgi_write_d(t, out);
     if (!pq || !pk || !pv || !po || !stage(t, st, fused)) return TG_NO_ID;
     tg_status s;
-    if (fused) {
+    if (fused && is_graph(rel)) { /* row-centric kernels over the relation's device CSR */
+      float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nrows * sizeof(float));
+      tgc_csr csr;
+      if (!pl || !tgi_rel_dev_csr(t, rel, false, &csr)) return TG_NO_ID;
+      tgc_csr_attn_shape sh;
+      csr_shape(st, dt, &sh);
+      size_t wb = cuda_attention_csr_forward_workspace(&sh, &csr);
+      void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+      if (wb && !ws) return TG_NO_ID;
+      if ((s = cuda_attention_csr_forward(TGI_STREAM(t), &sh, &csr, pq, pk, pv, po, pl, ws, wb)))
+        return tgi_fail_cuda(t, s, "fused CSR attention forward"), TG_NO_ID;
+      saved = pl, saved_bytes = (size_t)nrows * sizeof(float);
+    } else if (fused) {
       float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nrows * sizeof(float));
       unsigned long long *ctr = prune > 0 ? tgi_scratch_d(t, 2 * sizeof *ctr) : NULL;
       if (!pl || (prune > 0 && !ctr)) return TG_NO_ID;
@@ -437,8 +479,6 @@ static tg_status attn_backward(tg_tape *t, tgi_node *n) {
   }
   /* The fused kernel accumulates into three distinct buffers: inputs that need no gradient, or
    * that are the same value (self-attention on one tensor), get zeroed scratch added back after. */
-  tgc_attn_shape sh;
-  fused_shape(st, dt, &sh);
   tgi_value *vals[3] = {q, k, v};
   void *g[3] = {gq, gk, gv}, *tmp[3] = {NULL, NULL, NULL};
   char msg[TGI_MSG_CAP];
@@ -448,12 +488,27 @@ static tg_status attn_backward(tg_tape *t, tgi_node *n) {
     if (!(tmp[i] = tgi_scratch_d(t, vals[i]->bytes))) return t->status;
     if ((s = tgi_device_zero(tgi_dev(t), tmp[i], vals[i]->bytes, msg))) return tgi_fail(t, s, "%s", msg), s;
   }
-  size_t wb = cuda_attention_fused_backward_workspace(&sh);
-  void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
-  if (wb && !ws) return t->status;
-  if ((s = cuda_attention_fused_backward(TGI_STREAM(t), &sh, pq, pk, pv, po, gy, n->saved, tmp[0] ? tmp[0] : g[0],
-                                         tmp[1] ? tmp[1] : g[1], tmp[2] ? tmp[2] : g[2], ws)))
-    return tgi_fail_cuda(t, s, "fused attention backward"), s;
+  void *d[3] = {tmp[0] ? tmp[0] : g[0], tmp[1] ? tmp[1] : g[1], tmp[2] ? tmp[2] : g[2]};
+  if (is_graph(st->rel)) {
+    tgc_csr csr;
+    if (!tgi_rel_dev_csr(t, st->rel, true, &csr)) return t->status;
+    tgc_csr_attn_shape sh;
+    csr_shape(st, dt, &sh);
+    size_t wb = cuda_attention_csr_backward_workspace(&sh, &csr);
+    void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+    if (wb && !ws) return t->status;
+    if ((s = cuda_attention_csr_backward(TGI_STREAM(t), &sh, &csr, pq, pk, pv, po, gy, n->saved, d[0], d[1], d[2], ws,
+                                         wb)))
+      return tgi_fail_cuda(t, s, "fused CSR attention backward"), s;
+  } else {
+    tgc_attn_shape sh;
+    fused_shape(st, dt, &sh);
+    size_t wb = cuda_attention_fused_backward_workspace(&sh);
+    void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+    if (wb && !ws) return t->status;
+    if ((s = cuda_attention_fused_backward(TGI_STREAM(t), &sh, pq, pk, pv, po, gy, n->saved, d[0], d[1], d[2], ws)))
+      return tgi_fail_cuda(t, s, "fused attention backward"), s;
+  }
   for (int i = 0; i < 3; i++)
     if (tmp[i] && g[i] && (s = cuda_attention_add(TGI_STREAM(t), dt, g[i], tmp[i], vals[i]->numel)))
       return tgi_fail_cuda(t, s, "attention gradient accumulation"), s;

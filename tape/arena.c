@@ -49,9 +49,14 @@ void *tgi_arena_alloc(tgi_arena *a, size_t bytes) {
     a->in_use += need;
     return p;
   }
-  size_t size = a->capacity > need ? a->capacity : need; /* geometric growth */
-  if (size < (1u << 20)) size = 1u << 20;
-  if (size < need) size = need;
+  /* A large block gets a chunk of exactly its size; small ones share chunks that grow with the
+   * arena up to 16 MiB. So the first step wastes at most one small chunk's tail (a step's peak
+   * device memory is what benchmarks compare), and rewind coalesces everything into one chunk. */
+  size_t size = need;
+  if (need < (1u << 20)) {
+    size = a->capacity < (16u << 20) ? a->capacity : (16u << 20);
+    if (size < (1u << 20)) size = 1u << 20;
+  }
   tgi_chunk *c = chunk_new(a, size);
   if (!c && size > need) c = chunk_new(a, need);
   if (!c) return NULL;

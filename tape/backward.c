@@ -13,25 +13,10 @@ static void seed_one(void *p, tg_dtype dt) {
   }
 }
 
-tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
-  if (!t) {
-    tgi_set_last_error("tg_tape_backward: argument 'tape' is NULL; expected a tape from tg_tape_create");
-    return TG_ERR_INVALID_ARGUMENT;
-  }
-  if (t->status != TG_OK)
-    return tgi_error(t, TG_ERR_STATE, "tg_tape_backward: the tape holds an error from an earlier op call: %s", t->msg);
+/* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
+ * (the vector-Jacobian product G^T dL/d(inputs)). fn names the public call in messages. */
+static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
   tg_status s;
-  tgi_value *L = tgi_lookup(t, "tg_tape_backward", "loss", loss, &s);
-  if (!L) return s;
-  if (L->numel != 1)
-    return tgi_error(t, TG_ERR_SHAPE,
-                     "tg_tape_backward: argument 'loss' has %lld elements; expected a one-element value",
-                     (long long)L->numel);
-  if (!L->requires_grad)
-    return tgi_error(
-        t, TG_ERR_STATE,
-        "tg_tape_backward: argument 'loss' does not depend on any parameter or input with TG_REQUIRES_GRAD "
-        "(or was computed with grad disabled)");
   /* intermediate gradients restart from zero on every sweep; leaves accumulate */
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
@@ -40,8 +25,38 @@ tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
       v->has_grad = false;
     }
   }
-  t->cur_op = "tg_tape_backward";
-  if (L->producer < 0) { /* the loss is a leaf: d loss / d loss = 1 */
+  t->cur_op = fn;
+  if (G) { /* seed: L's gradient = G's values, copied on the side where G lives */
+    bool fresh = false;
+    char msg[TGI_MSG_CAP];
+    if (t->rt->dev && (G->data.valid & TGI_ON_DEV)) {
+      void *g = tgi_grad_d_fresh(t, L, &fresh);
+      if (!g) goto failed;
+      if (L->producer < 0 && !fresh) { /* a leaf accumulates */
+        s = TG_ERR_UNSUPPORTED;
+        tgi_fail(t, s,
+                 "argument 'y' is a leaf that already holds a gradient; seeding it from 'grad_y' would need "
+                 "an add: call tg_tape_zero_grad first");
+        goto failed;
+      }
+      if ((s = tgi_device_d2d(t->rt->dev, g, G->data.d, L->bytes, msg))) {
+        tgi_fail(t, s, "%s", msg);
+        goto failed;
+      }
+    } else {
+      const void *src = tgi_read_h(t, G);
+      void *g = src ? tgi_grad_h_fresh(t, L, &fresh) : NULL;
+      if (!g) goto failed;
+      if (L->producer < 0 && !fresh) {
+        s = TG_ERR_UNSUPPORTED;
+        tgi_fail(t, s, "argument 'y' is a leaf that already holds a gradient; call tg_tape_zero_grad first");
+        goto failed;
+      }
+      memcpy(g, src, L->bytes);
+    }
+    L->has_grad = true;
+    if (L->producer < 0) return TG_OK;
+  } else if (L->producer < 0) { /* the loss is a leaf: d loss / d loss = 1 */
     unsigned char one[8];
     seed_one(one, (tg_dtype)L->dtype);
     void *g = tgi_grad_h(t, L);
@@ -53,8 +68,7 @@ tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
     else
       memcpy(g, one, L->bytes);
     return TG_OK;
-  }
-  {
+  } else {
     void *g = tgi_grad_h(t, L);
     if (!g) goto failed;
     seed_one(g, (tg_dtype)L->dtype);
@@ -79,4 +93,57 @@ failed:
   s = t->status;
   t->status = TG_OK; /* a failed sweep is reported, not sticky: the tape stays usable */
   return s ? s : TG_ERR_INTERNAL;
+}
+
+static tg_status begin(tg_tape *t, const char *fn) {
+  if (!t) {
+    tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (t->status != TG_OK)
+    return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
+  return TG_OK;
+}
+
+tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
+  tg_status s = begin(t, "tg_tape_backward");
+  if (s) return s;
+  tgi_value *L = tgi_lookup(t, "tg_tape_backward", "loss", loss, &s);
+  if (!L) return s;
+  if (L->numel != 1)
+    return tgi_error(t, TG_ERR_SHAPE,
+                     "tg_tape_backward: argument 'loss' has %lld elements; expected a one-element value (or "
+                     "tg_tape_backward_with and an output gradient)",
+                     (long long)L->numel);
+  if (!L->requires_grad)
+    return tgi_error(
+        t, TG_ERR_STATE,
+        "tg_tape_backward: argument 'loss' does not depend on any parameter or input with TG_REQUIRES_GRAD "
+        "(or was computed with grad disabled)");
+  return sweep(t, "tg_tape_backward", L, NULL);
+}
+
+tg_status tg_tape_backward_with(tg_tape *t, tg_id y, tg_id grad_y) {
+  const char *fn = "tg_tape_backward_with";
+  tg_status s = begin(t, fn);
+  if (s) return s;
+  tgi_value *L = tgi_lookup(t, fn, "y", y, &s);
+  if (!L) return s;
+  tgi_value *G = tgi_lookup(t, fn, "grad_y", grad_y, &s);
+  if (!G) return s;
+  char a[TGI_SHAPE_STR_CAP], b[TGI_SHAPE_STR_CAP];
+  bool same = G->ndim == L->ndim && G->dtype == L->dtype;
+  for (int d = 0; same && d < L->ndim; d++)
+    same = G->shape[d] == L->shape[d];
+  if (!same)
+    return tgi_error(t, TG_ERR_SHAPE, "%s: argument 'grad_y' is %s %s; expected y's shape and dtype, %s %s", fn,
+                     tgi_shape_str(G->shape, G->ndim, a, sizeof a), tg_dtype_name((tg_dtype)G->dtype),
+                     tgi_shape_str(L->shape, L->ndim, b, sizeof b), tg_dtype_name((tg_dtype)L->dtype));
+  if (!G->data.valid) return tgi_error(t, TG_ERR_STATE, "%s: argument 'grad_y' holds no data", fn);
+  if (!L->requires_grad)
+    return tgi_error(t, TG_ERR_STATE,
+                     "%s: argument 'y' does not depend on any parameter or input with TG_REQUIRES_GRAD (or was "
+                     "computed with grad disabled)",
+                     fn);
+  return sweep(t, fn, L, G);
 }

@@ -62,6 +62,8 @@ void tgi_device_host_free(tgi_device *dev, void *p);
 tg_status tgi_device_h2d_async(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
 tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg);
 tg_status tgi_device_d2h(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
+/* Stream-ordered device -> device copy (no host wait). */
+tg_status tgi_device_d2d(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg);
 tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg);
 tg_status tgi_device_sync(tgi_device *dev, char *msg);
 void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak);

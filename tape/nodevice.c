@@ -29,6 +29,10 @@ tg_status tgi_device_d2h(tgi_device *dev, void *dst, const void *src, size_t byt
   (void)dev, (void)dst, (void)src, (void)bytes;
   return none(msg);
 }
+tg_status tgi_device_d2d(tgi_device *dev, void *dst, const void *src, size_t bytes, char *msg) {
+  (void)dev, (void)dst, (void)src, (void)bytes;
+  return none(msg);
+}
 tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg) {
   (void)dev, (void)p, (void)bytes;
   return none(msg);

@@ -460,7 +460,7 @@ Test(attention, host_saved_state_lse_and_explain) {
   tg_tape_explain(t, buf, sizeof buf, NULL);
   cr_expect(strstr(buf, "attention") && strstr(buf, "host"), "%s", buf);
   cr_expect(strstr(buf, "rel=varlen(3 seqs, causal) nnz=") != NULL, "%s", buf);
-  cr_expect(strstr(buf, "rel_dev=0B Hq=4 Hkv=2 D=3 Dv=5") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "rel_dev=0B lowering=host-rows Hq=4 Hkv=2 D=3 Dv=5") != NULL, "%s", buf);
   /* lse carries no gradient: a loss built from it alone cannot be differentiated */
   cr_expect_eq(tg_tape_backward(t, tg_sum(t, lse)), TG_ERR_STATE);
   /* no grad wanted -> node recorded, nothing saved; grad mode off -> no node */

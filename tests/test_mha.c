@@ -197,7 +197,7 @@ Test(mha, structure_and_provider_restored) {
   cr_expect(nd == 3 && sh[0] == 2 && sh[1] == 5 && sh[2] == 8);
   char buf[4096];
   tg_tape_explain(t, buf, sizeof buf, NULL);
-  cr_expect(strstr(buf, "rel=causal nnz=15 rel_dev=0B Hq=2 Hkv=1 D=4 Dv=3") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "rel=causal nnz=15 rel_dev=0B lowering=host-rows Hq=2 Hkv=1 D=4 Dv=3") != NULL, "%s", buf);
   int linears = 0;
   for (const char *p = buf; (p = strstr(p, "linear")); p++)
     linears++;

@@ -361,3 +361,24 @@ Test(tape, runtime_of_a_tape) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+/* tg_tape_backward_with: the vector-Jacobian product from a non-scalar value. */
+Test(tape, backward_with_output_gradient) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  int64_t s3[1] = {3};
+  double x[3] = {1, -2, 3}, g[3] = {0.5, 2, -1}, got[3];
+  tg_id xi = ts_input(t, TG_F64, 1, s3, x, TG_REQUIRES_GRAD);
+  tg_id y = tg_mul(t, xi, xi); /* dy/dx = 2x */
+  tg_id gy = ts_input(t, TG_F64, 1, s3, g, 0);
+  cr_assert_eq(tg_tape_backward_with(t, y, gy), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, xi, got, 3);
+  for (int i = 0; i < 3; i++)
+    cr_expect_eq(got[i], 2 * x[i] * g[i]);
+  int64_t s2[1] = {2};
+  tg_id bad = ts_input(t, TG_F64, 1, s2, g, 0);
+  TS_EXPECT_STATUS(tg_tape_backward_with(t, y, bad), TG_ERR_SHAPE, t, "argument 'grad_y' is [2] f64; expected y's");
+  TS_EXPECT_STATUS(tg_tape_backward(t, y), TG_ERR_SHAPE, t, "tg_tape_backward_with");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
