@@ -125,25 +125,18 @@ static inline tg_status make_drop(const tgc_csr *g, double keep, uint64_t seed, 
 // ---------------------------------------------------------------- the walker
 template <class P>
 __device__ __forceinline__ void walk(const P &p, typename P::S &st, const typename P::C &c, int64_t b, int64_t e) {
+  // Batches of U edges, the last one partial: every batch issues its loads before using them, so
+  // a row costs ceil(deg / U) memory round trips.
   constexpr int U = P::kU;
-  int64_t k = b;
-  if constexpr (U > 1) {
 #pragma unroll 1
-    for (; k + U <= e; k += U) {
-      typename P::L l[U];
+  for (int64_t k = b; k < e; k += U) {
+    typename P::L l[U];
 #pragma unroll
-      for (int q = 0; q < U; ++q)
-        p.load(l[q], c, k + q);
+    for (int q = 0; q < U; ++q)
+      if (k + q < e) p.load(l[q], c, k + q);
 #pragma unroll
-      for (int q = 0; q < U; ++q)
-        p.step(st, l[q], c, k + q);
-    }
-  }
-#pragma unroll 1
-  for (; k < e; ++k) {
-    typename P::L l;
-    p.load(l, c, k);
-    p.step(st, l, c, k);
+    for (int q = 0; q < U; ++q)
+      if (k + q < e) p.step(st, l[q], c, k + q);
   }
 }
 
