@@ -55,6 +55,7 @@ __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, in
   const int lane = threadIdx.x & 31, hpw = p.gq.hpw, es = p.gq.es;
   const int l = lane % LPH, hw = (lane / LPH) % hpw, slot = lane / (LPH * hpw), d0 = l * V;
   const int hr = hb * hpw + hw, h = hr < p.Hq ? hr : p.Hq - 1, g = h / p.group;
+  if (e0 == e1) return; // no edge: zero gradient, nothing written
   const int64_t qo = ((b * p.Nq + i) * p.Hq + h);
   const T *kb = (const T *)p.k + (b * p.Nk * p.Hkv + g) * p.D, *vb = (const T *)p.v + (b * p.Nk * p.Hkv + g) * p.Dv;
   const int64_t ks = (int64_t)p.Hkv * p.D, vs = (int64_t)p.Hkv * p.Dv;
@@ -168,6 +169,7 @@ __device__ __forceinline__ void ca_dkv_unit(const CaBwd &p, int64_t b, int gb, i
   const int lane = threadIdx.x & 31, hpw = p.gk.hpw, es = p.gk.es;
   const int l = lane % LPH, hw = (lane / LPH) % hpw, slot = lane / (LPH * hpw), d0 = l * V;
   const int gr = gb * hpw + hw, g = gr < p.Hkv ? gr : p.Hkv - 1;
+  if (t0 == t1) return; // no entry: zero gradient, nothing written
   const int64_t ko = (b * p.Nk + j) * p.Hkv + g;
   const T *qb = (const T *)p.q + b * p.Nq * p.Hq * (int64_t)p.D,
           *ob = (const T *)p.dout + b * p.Nq * p.Hq * (int64_t)p.Dv;
