@@ -5,11 +5,12 @@
 # PyG (3 seeds); bench_graph_ops on graph_torch.py's 100k graph. Logs in $OUT/logs.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export LD_LIBRARY_PATH="$PWD/build-gpu/rt:$PWD/build-gpu:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1
+export LD_LIBRARY_PATH="$PWD/build-gpu-run/rt:$PWD/build-gpu-run:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
 o=$OUT/logs; mkdir -p $o
-B=build-gpu/bench
+B=build-gpu-run/bench
 nvidia-smi --query-gpu=name,clocks.max.sm,driver_version --format=csv,noheader
-timeout 300 build-gpu/run-tests.sh > $o/tests.log 2>&1; echo "tests rc=$? $(tail -1 $o/tests.log)"
+timeout 300 build-gpu-run/run-tests.sh > $o/tests.log 2>&1; echo "tests rc=$? $(tail -1 $o/tests.log)"
 grep -E "^FAILED|\[FAIL\]" $o/tests.log | head -20
 grep -B2 -A6 "Assertion Failed" $o/tests.log | grep -E "message|Assert|\.c:" | head -30
 for h in bench_graph bench_attention_csr bench_radius; do
@@ -24,8 +25,8 @@ for h in bench_graph bench_attention_csr; do
 done
 timeout 60 $B/bench_radius --bench > $o/radius_bench.log 2>&1; echo "bench_radius rc=$?"; tail -6 $o/radius_bench.log
 timeout 90 $B/bench_graph_ops --graph $OUT/g/radius_100k.bin --cutoff 0.035 > $o/graph_ops.log 2>&1; echo "bench_graph_ops rc=$?"; cat $o/graph_ops.log
-timeout 60 build-gpu/examples/train_gat --device cuda --attention fused --seeds 2 --out $o/gat_fused --log-interval 200 > $o/gat_fused.log 2>&1; echo "gat fused rc=$?"; tail -4 $o/gat_fused.log
-timeout 60 build-gpu/examples/train_gat --device cuda --attention composed --seeds 1 --out $o/gat_comp --log-interval 200 > $o/gat_comp.log 2>&1; echo "gat composed rc=$?"; tail -3 $o/gat_comp.log
+timeout 60 build-gpu-run/examples/train_gat --device cuda --attention fused --seeds 2 --data examples/data/cora --out $o/gat_fused --log-interval 200 > $o/gat_fused.log 2>&1; echo "gat fused rc=$?"; tail -4 $o/gat_fused.log
+timeout 60 build-gpu-run/examples/train_gat --device cuda --attention composed --seeds 1 --data examples/data/cora --out $o/gat_comp --log-interval 200 > $o/gat_comp.log 2>&1; echo "gat composed rc=$?"; tail -3 $o/gat_comp.log
 timeout 90 python3 bench/gat_torch.py --seeds 3 --device cuda > $o/gat_torch.log 2>&1; echo "gat_torch rc=$?"; tail -4 $o/gat_torch.log
 rm -rf $o/gat_fused/*.ckpt $o/gat_comp/*.ckpt
 tar czf $OUT/logs.tgz -C $OUT logs && rm -rf $o $OUT/g
