@@ -116,7 +116,7 @@ static tg_id leaf(tg_tape *t, tg_dtype dt, int nd, const int64_t *shape, uint64_
   else
     CHECK_T(t, tg_tape_input(t, dt, nd, shape, data, b, grad ? TG_REQUIRES_GRAD : 0, &id));
   free(f), free(h);
-  *bytes += b * (grad || param ? 2 : 1); /* the value and, for a leaf that requires grad, its gradient */
+  *bytes += b * (grad ? 2 : 1); /* the value and, for a leaf that gets a gradient, its gradient */
   return id;
 }
 
@@ -157,18 +157,20 @@ static void run(tg_runtime *rt, work *w, int warmup, int reps, double *ms, doubl
 /* ---- GAT layer 64 -> 4 x 16 */
 static void gat_setup(work *w, tg_tape *t, size_t *lb) {
   int64_t sx[2] = {w->n, 64}, sw[2] = {64, 64}, sa[2] = {4, 16}, sb[1] = {64}, sm[2] = {64, 4};
-  w->ids[0] = leaf(t, TG_F32, 2, sx, 1, 0, 1, lb); /* x requires grad, as in PyG's benchmark */
+  /* every leaf is a parameter so that it stays on the device across steps (a step value would be
+   * dropped by tg_tape_reset); x gets a gradient, as in PyG's benchmark */
+  w->ids[0] = leaf(t, TG_F32, 2, sx, 1, 1, 1, lb);
   w->ids[1] = leaf(t, TG_F32, 2, sw, 2, 1, 1, lb);
   w->ids[2] = leaf(t, TG_F32, 2, sa, 3, 1, 1, lb);
   w->ids[3] = leaf(t, TG_F32, 2, sa, 4, 1, 1, lb);
   w->ids[4] = leaf(t, TG_F32, 1, sb, 5, 1, 1, lb);
-  w->ids[5] = leaf(t, TG_F32, 2, sx, 6, 0, 0, lb); /* the output gradient */
+  w->ids[5] = leaf(t, TG_F32, 2, sx, 6, 1, 0, lb); /* the output gradient */
   float mask[64 * 4];                              /* block mask: row h*16 + c feeds head h */
   for (int r = 0; r < 64; r++)
     for (int h = 0; h < 4; h++)
       mask[r * 4 + h] = r / 16 == h ? 1.f : 0.f;
-  CHECK_T(t, tg_tape_input(t, TG_F32, 2, sm, mask, sizeof mask, 0, &w->ids[6]));
-  *lb += sizeof mask;
+  CHECK_T(t, tg_tape_parameter(t, TG_F32, 2, sm, mask, sizeof mask, 0, &w->ids[6]));
+  *lb += 2 * sizeof mask;
   w->nids = 7;
 }
 static void gat_step(work *w, tg_tape *t) {
@@ -190,8 +192,8 @@ static void gat_step(work *w, tg_tape *t) {
 /* ---- CSR attention: q, k, v [1, N, H, D] */
 static void csr_setup(work *w, tg_tape *t, size_t *lb) {
   int64_t s[4] = {1, w->n, w->H, w->D};
-  for (int i = 0; i < 4; i++)
-    w->ids[i] = leaf(t, w->dt, 4, s, 11 + (uint64_t)i, 0, i < 3, lb);
+  for (int i = 0; i < 4; i++) /* parameters: device-resident across steps (q, k, v get gradients) */
+    w->ids[i] = leaf(t, w->dt, 4, s, 11 + (uint64_t)i, 1, i < 3, lb);
   w->nids = 4;
 }
 static void csr_step(work *w, tg_tape *t) {
@@ -206,7 +208,7 @@ static void csr_step(work *w, tg_tape *t) {
 /* ---- reduce SUM, F = 64: forward only (its bytes: E*F*4 read + N*F*4 written + the CSR) */
 static void reduce_setup(work *w, tg_tape *t, size_t *lb) {
   int64_t s[2] = {w->D, 64}; /* D holds E here */
-  w->ids[0] = leaf(t, TG_F32, 2, s, 21, 0, 0, lb);
+  w->ids[0] = leaf(t, TG_F32, 2, s, 21, 1, 0, lb);
   w->nids = 1;
 }
 static void reduce_step(work *w, tg_tape *t) {

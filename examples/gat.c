@@ -1,4 +1,7 @@
 /* The GAT of gat.h: Cora data, the model on the tape, a training step, evaluation. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
 #include "gat.h"
 
 #include <errno.h>
@@ -7,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int fail(char *err, const char *fmt, ...) {
   va_list ap;
@@ -298,8 +302,20 @@ tg_id gat_logits(gat_model *m, int train) {
   return gat_layer(m, z2, m->a_src2, m->a_dst2, m->b2, 1, K, train);
 }
 
+/* Profiling (cfg.profile): the device drained and the clock read between phases. */
+static double phase_mark(gat_model *m, double t0, int phase) {
+  if (!m->cfg.profile) return 0;
+  struct timespec ts;
+  tg_runtime_sync(m->rt);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  if (phase >= 0) m->phase_s[phase] += now - t0;
+  return now;
+}
+
 int gat_train_step(gat_model *m, double *loss, char *err) {
   tg_tape *t = m->tape;
+  double t0 = phase_mark(m, 0, -1);
   if (tg_tape_reset(t)) return tape_fail(m, err, "reset");
   tg_tape_set_seed(t, splitmix64(m->cfg.seed ^ splitmix64(m->steps + 0x6a09e667f3bcc909ull)));
   tg_id logits = gat_logits(m, 1);
@@ -308,12 +324,16 @@ int gat_train_step(gat_model *m, double *loss, char *err) {
   if (tg_tape_input(t, TG_I32, 1, sn, m->target[GAT_TRAIN], (size_t)m->data->n * sizeof(int32_t), 0, &tgt))
     return tape_fail(m, err, "targets");
   tg_id l = tg_cross_entropy(t, logits, tgt, -1);
-  if (tg_tape_status(t) || tg_tape_zero_grad(t) || tg_tape_backward(t, l)) return tape_fail(m, err, "forward/backward");
+  if (tg_tape_status(t)) return tape_fail(m, err, "forward");
+  t0 = phase_mark(m, t0, 0);
+  if (tg_tape_zero_grad(t) || tg_tape_backward(t, l)) return tape_fail(m, err, "backward");
+  t0 = phase_mark(m, t0, 1);
   tg_adam_options o;
   tg_adam_options_init(&o);
   o.lr = m->cfg.lr;
   o.weight_decay = m->cfg.weight_decay;
   if (tg_adam_step(t, &o)) return tape_fail(m, err, "adam");
+  phase_mark(m, t0, 2);
   if (loss && tg_tape_scalar(t, l, loss)) return tape_fail(m, err, "loss");
   m->steps++;
   return 0;

@@ -59,6 +59,8 @@ typedef struct gat_config {
   tg_provider attention;    /* provider of the two tg_gat_attention nodes (AUTO: the runtime's) */
   tg_dtype dtype;           /* f32 (f64 on a host runtime for exactness tests) */
   uint64_t seed;            /* initial weights and dropout masks */
+  int profile;              /* nonzero: gat_train_step drains the device between phases and adds
+                             their times to gat_model.phase_s (forward, backward, Adam) */
 } gat_config;
 /* The paper's / PyG's configuration. */
 void gat_config_default(gat_config *c);
@@ -73,6 +75,7 @@ typedef struct gat_model {
   void *pair_vals;                                      /* [E_bow] 1 / deg_i in cfg.dtype */
   int32_t *target[3];                                   /* [n]: the label on the split's nodes, -1 elsewhere */
   uint64_t steps;                                       /* training steps taken */
+  double phase_s[3];                                    /* cfg.profile: seconds in forward, backward, Adam */
 } gat_model;
 
 /* A model on runtime rt (its tape holds a reference to rt); weights initialised from cfg->seed. */

@@ -48,19 +48,23 @@ static inline double binary_f(host_binary_op op, double a, double b) {
     if (na == nb) {                                                                                                    \
       for (int64_t i = 0; i < n; i++)                                                                                  \
         y[i] = (T)binary_f(op, a[i], b[i]);                                                                            \
-    } else {                                                                                                           \
-      for (int64_t i = 0; i < n; i++)                                                                                  \
-        y[i] = (T)binary_f(op, a[i % na], b[i % nb]);                                                                  \
+    } else { /* the smaller count divides the larger: blocks of it, no division per element */                         \
+      int64_t m = na < nb ? na : nb;                                                                                   \
+      for (int64_t base = 0; base < n; base += m)                                                                      \
+        for (int64_t k = 0; k < m; k++)                                                                                \
+          y[base + k] = (T)binary_f(op, a[na == m ? k : base + k], b[nb == m ? k : base + k]);                         \
     }                                                                                                                  \
   }                                                                                                                    \
   static void bin_bwd_##S(host_binary_op op, const T *a, int64_t na, const T *b, int64_t nb, const T *gy, T *ga,       \
                           T *gb) {                                                                                     \
-    int64_t n = na > nb ? na : nb;                                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                                                                  \
-      double g = gy[i];                                                                                                \
-      if (ga) ga[i % na] += (T)(op == HOST_MUL ? g * b[i % nb] : g);                                                   \
-      if (gb) gb[i % nb] += (T)(op == HOST_MUL ? g * a[i % na] : op == HOST_SUB ? -g : g);                             \
-    }                                                                                                                  \
+    int64_t n = na > nb ? na : nb, m = na < nb ? na : nb;                                                              \
+    for (int64_t base = 0; base < n; base += m) /* the order of the old i % n loop, without divisions */               \
+      for (int64_t k = 0; k < m; k++) {                                                                                \
+        int64_t i = base + k, ia = na == m ? k : i, ib = nb == m ? k : i;                                              \
+        double g = gy[i];                                                                                              \
+        if (ga) ga[ia] += (T)(op == HOST_MUL ? g * b[ib] : g);                                                         \
+        if (gb) gb[ib] += (T)(op == HOST_MUL ? g * a[ia] : op == HOST_SUB ? -g : g);                                   \
+      }                                                                                                                \
   }                                                                                                                    \
   static void un_fwd_##S(host_unary_op op, double al, const T *x, T *y, int64_t n) {                                   \
     for (int64_t i = 0; i < n; i++)                                                                                    \
@@ -231,11 +235,22 @@ DEFINE_BCAST(double, f64)
  * arithmetic dominated GAT's host step on its [E, 64] * [E, 1] product). */
 #define DEFINE_ROWS(T, S)                                                                                              \
   static void rows_fwd_##S(host_binary_op op, const host_bcast *p, const T *a, const T *b, T *y) {                     \
-    for (int64_t r = 0; r < p->rows; r++)                                                                              \
-      for (int64_t c = 0; c < p->cols; c++) {                                                                          \
-        int64_t i = r * p->cols + c;                                                                                   \
-        y[i] = (T)binary_f(op, p->row_operand == 0 ? a[r] : a[i], p->row_operand == 1 ? b[r] : b[i]);                  \
-      }                                                                                                                \
+    const T *full = p->row_operand == 0 ? b : a, *row = p->row_operand == 0 ? a : b;                                   \
+    const bool row_first = p->row_operand == 0; /* sub is not symmetric */                                             \
+    for (int64_t r = 0; r < p->rows; r++) {                                                                            \
+      const double rv = (double)row[r];                                                                                \
+      const T *f = full + r * p->cols;                                                                                 \
+      T *o = y + r * p->cols;                                                                                          \
+      if (op == HOST_MUL)                                                                                              \
+        for (int64_t c = 0; c < p->cols; c++)                                                                          \
+          o[c] = (T)((double)f[c] * rv);                                                                               \
+      else if (op == HOST_ADD)                                                                                         \
+        for (int64_t c = 0; c < p->cols; c++)                                                                          \
+          o[c] = (T)((double)f[c] + rv);                                                                               \
+      else                                                                                                             \
+        for (int64_t c = 0; c < p->cols; c++)                                                                          \
+          o[c] = (T)(row_first ? rv - (double)f[c] : (double)f[c] - rv);                                               \
+    }                                                                                                                  \
   }                                                                                                                    \
   static void rows_bwd_##S(host_binary_op op, const host_bcast *p, const T *a, const T *b, const T *gy, T *ga,         \
                            T *gb) {                                                                                    \
@@ -243,13 +258,22 @@ DEFINE_BCAST(double, f64)
     T *g_full = p->row_operand == 0 ? gb : ga, *g_row = p->row_operand == 0 ? ga : gb;                                 \
     int w_full = p->row_operand == 0, w_row = p->row_operand;                                                          \
     for (int64_t r = 0; r < p->rows; r++) {                                                                            \
-      double s = 0;                                                                                                    \
-      for (int64_t c = 0; c < p->cols; c++) {                                                                          \
-        int64_t i = r * p->cols + c;                                                                                   \
-        if (g_full) g_full[i] = (T)((double)g_full[i] + (double)gy[i] * dpart(op, w_full, (double)row[r]));            \
-        if (g_row) s += (double)gy[i] * dpart(op, w_row, (double)full[i]);                                             \
+      const int64_t o = r * p->cols;                                                                                   \
+      if (g_full) {                                                                                                    \
+        const double d = dpart(op, w_full, (double)row[r]);                                                            \
+        for (int64_t c = 0; c < p->cols; c++)                                                                          \
+          g_full[o + c] = (T)((double)g_full[o + c] + (double)gy[o + c] * d);                                          \
       }                                                                                                                \
-      if (g_row) g_row[r] = (T)((double)g_row[r] + s);                                                                 \
+      if (g_row) {                                                                                                     \
+        double s = 0;                                                                                                  \
+        if (op == HOST_MUL)                                                                                            \
+          for (int64_t c = 0; c < p->cols; c++)                                                                        \
+            s += (double)gy[o + c] * (double)full[o + c];                                                              \
+        else                                                                                                           \
+          for (int64_t c = 0; c < p->cols; c++)                                                                        \
+            s += (double)gy[o + c] * dpart(op, w_row, 0);                                                              \
+        g_row[r] = (T)((double)g_row[r] + s);                                                                          \
+      }                                                                                                                \
     }                                                                                                                  \
   }
 DEFINE_ROWS(float, f32)

@@ -73,20 +73,41 @@ static int64_t argmax(tg_dtype dt, const host_graph *g, int64_t W, const void *v
 
 void host_graph_reduce_forward(tg_dtype dt, const host_graph *g, host_graph_reduce kind, int64_t W, const void *vals,
                                void *out) {
+  double *acc = kind == HOST_GRAPH_MAX ? NULL : malloc((size_t)(W > 0 ? W : 1) * sizeof *acc);
   for (int64_t i = 0; i < g->nq; i++) {
     int64_t b = g->row_ptr[i], n = g->row_ptr[i + 1] - b;
-    for (int64_t c = 0; c < W; c++) {
-      double r = 0;
-      if (n > 0 && kind == HOST_GRAPH_MAX) {
-        r = ld(dt, vals, argmax(dt, g, W, vals, i, c) * W + c);
-      } else if (n > 0) {
-        for (int64_t e = b; e < b + n; e++)
-          r += ld(dt, vals, e * W + c);
-        if (kind == HOST_GRAPH_MEAN) r /= (double)n;
+    if (kind == HOST_GRAPH_MAX || !acc) { /* (no scratch: the column-by-column loop, same sums) */
+      for (int64_t c = 0; c < W; c++) {
+        double r = 0;
+        if (n > 0 && kind == HOST_GRAPH_MAX) {
+          r = ld(dt, vals, argmax(dt, g, W, vals, i, c) * W + c);
+        } else if (n > 0) {
+          for (int64_t e = b; e < b + n; e++)
+            r += ld(dt, vals, e * W + c);
+          if (kind == HOST_GRAPH_MEAN) r /= (double)n;
+        }
+        st(dt, out, i * W + c, r);
       }
-      st(dt, out, i * W + c, r);
+      continue;
     }
+    /* each element still sums its edges in e order; walking rows of vals keeps the reads contiguous */
+    for (int64_t c = 0; c < W; c++)
+      acc[c] = 0;
+    if (dt == TG_F32) {
+      const float *v = vals;
+      for (int64_t e = b; e < b + n; e++)
+        for (int64_t c = 0; c < W; c++)
+          acc[c] += v[e * W + c];
+    } else {
+      const double *v = vals;
+      for (int64_t e = b; e < b + n; e++)
+        for (int64_t c = 0; c < W; c++)
+          acc[c] += v[e * W + c];
+    }
+    for (int64_t c = 0; c < W; c++)
+      st(dt, out, i * W + c, kind == HOST_GRAPH_MEAN && n > 0 ? acc[c] / (double)n : acc[c]);
   }
+  free(acc);
 }
 
 void host_graph_reduce_backward(tg_dtype dt, const host_graph *g, host_graph_reduce kind, int64_t W, const void *vals,
@@ -95,15 +116,24 @@ void host_graph_reduce_backward(tg_dtype dt, const host_graph *g, host_graph_red
   for (int64_t i = 0; i < g->nq; i++) {
     int64_t b = g->row_ptr[i], n = g->row_ptr[i + 1] - b;
     if (n == 0) continue;
-    for (int64_t c = 0; c < W; c++) {
-      double gy = ld(dt, dout, i * W + c);
-      if (kind == HOST_GRAPH_MAX) {
-        add(dt, dvals, argmax(dt, g, W, vals, i, c) * W + c, gy);
-        continue;
-      }
-      if (kind == HOST_GRAPH_MEAN) gy /= (double)n;
+    if (kind == HOST_GRAPH_MAX) {
+      for (int64_t c = 0; c < W; c++)
+        add(dt, dvals, argmax(dt, g, W, vals, i, c) * W + c, ld(dt, dout, i * W + c));
+      continue;
+    }
+    double dn = kind == HOST_GRAPH_MEAN ? (double)n : 1.0;
+    if (dt == TG_F32) {
+      const float *gy = (const float *)dout + i * W;
+      float *dv = dvals;
       for (int64_t e = b; e < b + n; e++)
-        add(dt, dvals, e * W + c, gy);
+        for (int64_t c = 0; c < W; c++)
+          dv[e * W + c] += (float)((double)gy[c] / dn);
+    } else {
+      const double *gy = (const double *)dout + i * W;
+      double *dv = dvals;
+      for (int64_t e = b; e < b + n; e++)
+        for (int64_t c = 0; c < W; c++)
+          dv[e * W + c] += gy[c] / dn;
     }
   }
 }

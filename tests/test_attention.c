@@ -914,7 +914,6 @@ static void cuda_vs_host(tg_provider prov, double keep) {
   const double tols[3] = {1e-4, 3e-2, 3e-2};
   for (size_t c = 0; c < NODD; c++) {
     at_ctx *x = &ODD[c];
-    if (prov == TG_PROVIDER_CUDA_FUSED && x->rel.kind == TG_REL_CSR) continue; /* a later issue */
     x->keep = keep;
     at_data d;
     at_data_init(&d, x, 500 + c, 1.0);
@@ -1173,10 +1172,11 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   FRESH(TG_F32);
   cr_expect_eq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(dense, rt), &o), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "needs provider CUDA_FUSED; provider cuda_composed");
-  FRESH(TG_F32);
+  FRESH(TG_F32); /* a CSR relation runs the fused graph kernels (numbers: fused_csr_matches_host) */
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
-  cr_expect_eq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(csr, rt), NULL), TG_NO_ID);
-  TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "the fused CSR path is a later issue");
+  cr_expect_neq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(csr, rt), NULL), TG_NO_ID, "%s", tg_tape_error(t));
+  tg_tape_explain(t, buf, sizeof buf, NULL);
+  cr_expect(strstr(buf, "cuda_fused") && strstr(buf, "rel=csr") && strstr(buf, "lowering=csr-rows"), "%s", buf);
   FRESH(TG_F32);
   cr_expect_eq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(mask, rt), &o), TG_NO_ID);
   TS_EXPECT_STICKY(t, TG_ERR_UNSUPPORTED, "implemented for dense and causal relations; argument 'rel' is mask");
@@ -1188,7 +1188,9 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   tg_id y = tg_attention(t, ids[0], ids[1], ids[2], at_rel(dense, rt), &o);
   cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
   tg_tape_explain(t, buf, sizeof buf, NULL);
-  cr_expect(strstr(buf, "cuda_fused") && strstr(buf, "rel=dense Hq=4 Hkv=2 D=64 Dv=32 pruned "), "%s", buf);
+  cr_expect(strstr(buf, "cuda_fused") && strstr(buf, "rel=dense nnz=") &&
+                strstr(buf, "lowering=tiles Hq=4 Hkv=2 D=64 Dv=32 pruned "),
+            "%s", buf);
   tg_id loss = tg_sum(t, tg_cast(t, y, TG_F32));
   cr_expect_eq(tg_tape_backward(t, loss), TG_ERR_UNSUPPORTED);
   cr_expect(strstr(tg_tape_error(t), "tile-pruned") != NULL, "%s", tg_tape_error(t));
@@ -1199,13 +1201,13 @@ Test(attention_cuda, provider_errors_prune_and_explain) {
   double *exact = read_dt(t, tg_attention(t, ids[0], ids[1], ids[2], at_rel(dense, rt), NULL), 0, at_n_out(dense));
   cr_expect(ts_rel_l2(pruned, exact, at_n_out(dense)) <= 1e-6);
   free(pruned), free(exact);
-  /* AUTO on a device: FUSED where it fits, COMPOSED for CSR (no silent change of meaning) */
+  /* AUTO on a device takes FUSED for CSR too; q, k, v move to the device (3), and the relation's
+   * device CSR is already there from the FUSED call above (no upload) */
   FRESH(TG_F32);
   tg_tape_set_provider(t, TG_PROVIDER_AUTO, NULL);
   cr_expect_neq(tg_attention(t, ids[0], ids[1], ids[2], at_rel(csr, rt), NULL), TG_NO_ID, "%s", tg_tape_error(t));
   tg_tape_explain(t, buf, sizeof buf, NULL);
-  /* q, k, v move to the device (3) and the densified CSR mask is staged (1) */
-  cr_expect(strstr(buf, "cuda_composed") && strstr(buf, "rel=csr") && strstr(buf, "h2d=4"), "%s", buf);
+  cr_expect(strstr(buf, "cuda_fused") && strstr(buf, "lowering=csr-rows") && strstr(buf, "h2d=3"), "%s", buf);
 #undef FRESH
   tg_tape_destroy(t);
   at_data_free(&d);
@@ -1313,5 +1315,60 @@ Test(attention_cuda, relation_uploads_once) {
   cr_expect(after < with_rel, "destroying the relations frees their device forms (%zu -> %zu)", with_rel, after);
   free(x);
   free(xf);
+  tg_runtime_destroy(rt);
+}
+
+/* A CSR relation that holds exactly the causal / dense / varlen pattern gives those relations'
+ * numbers on CUDA_FUSED (the graph kernels against the tiled ones), forward and gradients. */
+Test(attention_cuda, fused_csr_equals_structured_relations) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  const int64_t B = 2, Nq = 37, Nk = 53, Hq = 4, Hkv = 2, D = 32;
+  int32_t cu[3] = {0, 11, 37}, cuk[3] = {0, 20, 53};
+  tg_relation *rels[3] = {NULL, NULL, NULL};
+  cr_assert_eq(tg_relation_causal(rt, Nq, Nk, &rels[0]), TG_OK);
+  cr_assert_eq(tg_relation_dense(rt, Nq, Nk, &rels[1]), TG_OK);
+  cr_assert_eq(tg_relation_varlen(rt, 2, cu, sizeof cu, cuk, sizeof cuk, 1, &rels[2]), TG_OK);
+  size_t nq = (size_t)(B * Nq * Hq * D), nk = (size_t)(B * Nk * Hkv * D);
+  float *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nk * sizeof *v);
+  ts_uniform_f32(q, nq, 1, -1, 1);
+  ts_uniform_f32(k, nk, 2, -1, 1);
+  ts_uniform_f32(v, nk, 3, -1, 1);
+  for (int r = 0; r < 3; r++) {
+    int64_t b = r == 2 ? 1 : B, rp[38];
+    int32_t *ci = malloc((size_t)(Nq * Nk) * sizeof *ci);
+    cr_assert_eq(tg_relation_read_csr(rels[r], 0, rp, sizeof rp, ci, (size_t)(Nq * Nk) * sizeof *ci), TG_OK);
+    tg_relation *csr = NULL;
+    cr_assert_eq(tg_relation_csr(rt, Nq, Nk, rp, sizeof rp, ci, (size_t)rp[Nq] * sizeof *ci, &csr), TG_OK);
+    double *out[2], *gq[2], *gk[2];
+    for (int w = 0; w < 2; w++) {
+      tg_tape *t = ts_tape(rt);
+      int64_t sq[4] = {b, Nq, Hq, D}, sk[4] = {b, Nk, Hkv, D};
+      tg_id iq = ts_input(t, TG_F32, 4, sq, q, TG_REQUIRES_GRAD), ik = ts_input(t, TG_F32, 4, sk, k, TG_REQUIRES_GRAD),
+            iv = ts_input(t, TG_F32, 4, sk, v, TG_REQUIRES_GRAD);
+      tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+      tg_id y = tg_attention(t, iq, ik, iv, w ? csr : rels[r], NULL);
+      tg_tape_set_provider(t, TG_PROVIDER_AUTO, NULL);
+      cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+      tg_id loss = tg_sum(t, tg_mul(t, y, y));
+      cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+      size_t no = (size_t)(b * Nq * Hq * D), nkk = (size_t)(b * Nk * Hkv * D), nqq = no;
+      out[w] = malloc(no * sizeof(double)), gq[w] = malloc(nqq * sizeof(double)), gk[w] = malloc(nkk * sizeof(double));
+      ts_read(t, y, out[w], (int64_t)no);
+      ts_read_grad(t, iq, gq[w], (int64_t)nqq);
+      ts_read_grad(t, ik, gk[w], (int64_t)nkk);
+      tg_tape_destroy(t);
+    }
+    size_t no = (size_t)(b * Nq * Hq * D), nkk = (size_t)(b * Nk * Hkv * D);
+    cr_expect(ts_rel_l2(out[1], out[0], no) <= 1e-5, "relation %d: outputs differ", r);
+    cr_expect(ts_rel_l2(gq[1], gq[0], no) <= 1e-5, "relation %d: dq differs", r);
+    cr_expect(ts_rel_l2(gk[1], gk[0], nkk) <= 1e-5, "relation %d: dk differs", r);
+    for (int w = 0; w < 2; w++)
+      free(out[w]), free(gq[w]), free(gk[w]);
+    free(ci);
+    tg_relation_destroy(csr);
+  }
+  for (int r = 0; r < 3; r++)
+    tg_relation_destroy(rels[r]);
+  free(q), free(k), free(v);
   tg_runtime_destroy(rt);
 }

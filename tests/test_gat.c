@@ -2,6 +2,7 @@
  * made by bench/gat_fixture.py with PyG 2.8) loaded into examples/gat.c's model must give PyG's
  * logits, gradients and 5-step Adam loss trajectory, with every dropout off. In float64 on the host
  * the match is to rounding; in float32 within the fixture README's tolerances. */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

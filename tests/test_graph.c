@@ -1318,9 +1318,9 @@ Test(graph_cuda, providers_explain_saved_limits_and_lifetimes) {
   cr_expect(nodes == 1 && saved == 3 * 7 * 4, "fused: nodes %zu saved %zu", nodes, saved);
   tg_tape_explain(t, buf, sizeof buf, NULL);
   cr_expect(strstr(buf, "graph_attend     cuda_fused") && strstr(buf, "H=3 F=4 fused"), "%s", buf);
-  double lf[21], lc[21], of[60], oc[60];
+  double lf[21], lc[21], of[84], oc[84]; /* out [Nq = 7, H = 3, F = 4] */
   ts_read(t, lse, lf, 21);
-  ts_read(t, yf, of, 60);
+  ts_read(t, yf, of, 84);
   /* COMPOSED: graph ops with [E, ...] intermediates; the softmax node outputs lse */
   FRESH();
   tg_tape_set_provider(t, TG_PROVIDER_CUDA_COMPOSED, NULL);
@@ -1331,8 +1331,8 @@ Test(graph_cuda, providers_explain_saved_limits_and_lifetimes) {
                 !strstr(buf, "graph_attend"),
             "%s", buf);
   ts_read(t, lse, lc, 21);
-  ts_read(t, yc, oc, 60);
-  cr_expect(ts_rel_l2(oc, of, 60) <= 1e-6, "composed and fused outputs differ");
+  ts_read(t, yc, oc, 84);
+  cr_expect(ts_rel_l2(oc, of, 84) <= 1e-6, "composed and fused outputs differ");
   expect_lse("composed vs fused", lc, lf, 21, 1e-6);
   cr_assert_eq(tg_tape_backward(t, tg_sum(t, yc)), TG_OK, "%s", tg_tape_error(t));
   /* F = 300: AUTO takes COMPOSED, an explicit FUSED is refused */
