@@ -254,6 +254,58 @@ static bool run_case(const Case &c, uint64_t seed) {
   return why.empty();
 }
 
+// Argument checks: each refusal with its status, before any device work.
+static bool check_api() {
+  std::string why;
+  auto expect = [&](const char *what, tg_status got, tg_status want) {
+    if (got != want) why += std::string(" ") + what;
+  };
+  int64_t rp_h[3] = {0, 1, 1};
+  DBuf rp(sizeof rp_h), col(4), ws(1 << 16), buf(1 << 16);
+  CK(cudaMemcpy(rp.p, rp_h, sizeof rp_h, cudaMemcpyHostToDevice));
+  CK(cudaMemset(col.p, 0, 4));
+  tgc_csr csr{2, 3, 1, (const int64_t *)rp.p, (const int32_t *)col.p, nullptr, nullptr, nullptr};
+  tgc_csr_attn_shape sh{1, 2, 3, 2, 1, 16, 16, TG_F32, 0.25f, 0.0, 0, 0};
+  expect("supported", cuda_attention_csr_supported(&sh), TG_OK);
+  tgc_csr_attn_shape bad = sh;
+  bad.dtype = TG_F64;
+  expect("dtype", cuda_attention_csr_supported(&bad), TG_ERR_UNSUPPORTED);
+  bad = sh, bad.D = 256;
+  expect("D256-fwd", cuda_attention_csr_supported(&bad), TG_OK);
+  expect("D256-bwd-f32", cuda_attention_csr_backward_supported(&bad), TG_ERR_UNSUPPORTED);
+  bad.dtype = TG_BF16;
+  expect("D256-bwd-bf16", cuda_attention_csr_backward_supported(&bad), TG_OK);
+  bad = sh, bad.Hkv = 3;
+  expect("gqa", cuda_attention_csr_supported(&bad), TG_ERR_UNSUPPORTED);
+  bad = sh, bad.drop_keep = 1.5;
+  expect("keep", cuda_attention_csr_supported(&bad), TG_ERR_INVALID_ARGUMENT);
+  expect("null-shape", cuda_attention_csr_supported(nullptr), TG_ERR_INVALID_ARGUMENT);
+  char *b = buf.p;
+  float *lse = (float *)(b + 8192);
+  tgc_csr wrong = csr;
+  wrong.nk = 4;
+  expect("csr-shape", cuda_attention_csr_forward(nullptr, &sh, &wrong, b, b, b, b, lse, ws.p, ws.n), TG_ERR_SHAPE);
+  expect("forward", cuda_attention_csr_forward(nullptr, &sh, &csr, b, b, b, b + 4096, lse, ws.p, ws.n), TG_OK);
+  cuda_attention_csr_set_chunk(1); // every row of > 1 edge splits: the forward needs a workspace
+  rp_h[1] = 0, rp_h[2] = 2;
+  csr.nnz = 2;
+  DBuf col2(8);
+  CK(cudaMemset(col2.p, 0, 8));
+  csr.col_idx = (const int32_t *)col2.p;
+  CK(cudaMemcpy(rp.p, rp_h, sizeof rp_h, cudaMemcpyHostToDevice));
+  const size_t need = cuda_attention_csr_forward_workspace(&sh, &csr);
+  if (need == 0) why += " ws-size";
+  expect("ws-small", cuda_attention_csr_forward(nullptr, &sh, &csr, b, b, b, b + 4096, lse, ws.p, need - 1),
+         TG_ERR_INVALID_ARGUMENT);
+  cuda_attention_csr_set_chunk(0);
+  expect("no-transpose",
+         cuda_attention_csr_backward(nullptr, &sh, &csr, b, b, b, b, b, lse, b + 4096, b + 8192, b + 12288, ws.p, ws.n),
+         TG_ERR_INVALID_ARGUMENT);
+  CK(cudaDeviceSynchronize());
+  say("%s %-44s%s%s\n", why.empty() ? "PASS" : "FAIL", "api: argument checks", why.empty() ? "" : " :", why.c_str());
+  return why.empty();
+}
+
 static std::vector<Case> check_cases() {
   std::vector<Case> v;
   auto add = [&](tg_dtype dt, int B, int Hq, int Hkv, int D, int Dv, double keep, GKind kind, int64_t nq, int64_t nk,
@@ -455,6 +507,7 @@ int main(int argc, char **argv) {
       if (!arg.empty() && c.name.find(arg) == std::string::npos) continue;
       (run_case(c, 1000 + idx) ? pass : fail)++;
     }
+    if (arg.empty()) (check_api() ? pass : fail)++;
     say("SUMMARY: %d PASS, %d FAIL\n", pass, fail);
     return fail ? 1 : 0;
   }
