@@ -216,7 +216,7 @@ struct CaFwd {
 template <typename T, int LPH, int NC, bool DROP>
 __device__ __forceinline__ void ca_fwd_unit(const CaFwd &p, int64_t b, int hb, int64_t i, int64_t e0, int64_t e1,
                                             int64_t item) {
-  constexpr int V = ca_v<T>(), U = (sizeof(T) == 4 ? 4 : 2) / NC;
+  constexpr int V = ca_v<T>(), U = 4 / NC;
   const int lane = threadIdx.x & 31, l = lane % LPH, hw = (lane / LPH) % p.grid.hpw, slot = lane / (LPH * p.grid.hpw);
   const int es = p.grid.es;
   const int hr = hb * p.grid.hpw + hw, h = hr < p.Hq ? hr : p.Hq - 1, g = h / p.group;
@@ -238,7 +238,8 @@ __device__ __forceinline__ void ca_fwd_unit(const CaFwd &p, int64_t b, int hb, i
   for (int64_t base = e0 + slot; base < e1 + slot; base += (int64_t)es * U) { // same trip count in every slot
     int j[U];
     bool ok[U];
-    float kx[U][NC][V], vx[U][NC][V], s[U];
+    uint4 kr[U][NC], vr[U][NC];
+    float s[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t e = base + (int64_t)u * es;
@@ -250,12 +251,16 @@ __device__ __forceinline__ void ca_fwd_unit(const CaFwd &p, int64_t b, int hb, i
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
         const int d0 = (c * LPH + l) * V;
-        ca_load(kb + j[u] * ks, d0, p.D - d0, p.vq, kx[u][c]);
-        ca_load(vb + j[u] * vs, d0, p.Dv - d0, p.vv, vx[u][c]);
+        kr[u][c] = ca_fetch(kb + j[u] * ks, d0, p.D - d0, p.vq);
+        vr[u][c] = ca_fetch(vb + j[u] * vs, d0, p.Dv - d0, p.vv);
       }
 #pragma unroll
-    for (int u = 0; u < U; ++u)
-      s[u] = ca_dot<T, NC>(qx, kx[u]);
+    for (int u = 0; u < U; ++u) {
+      s[u] = 0.f;
+#pragma unroll
+      for (int c = 0; c < NC; ++c)
+        s[u] = ca_dot_raw<T>(qx[c], kr[u][c], s[u]);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u)
       s[u] = ca_gsum<LPH>(s[u]);
@@ -280,9 +285,7 @@ __device__ __forceinline__ void ca_fwd_unit(const CaFwd &p, int64_t b, int hb, i
       if (DROP && ok[u]) pu *= ca_drop_w(p.drop, R, (uint64_t)j[u]);
 #pragma unroll
       for (int c = 0; c < NC; ++c)
-#pragma unroll
-        for (int t = 0; t < V; ++t)
-          acc[c][t] = fmaf(pu, vx[u][c][t], acc[c][t]);
+        ca_axpy_raw<T>(pu, vr[u][c], acc[c]);
     }
     m = mx;
   }

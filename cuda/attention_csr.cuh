@@ -19,7 +19,7 @@
 #include "../host/philox.h"
 
 constexpr int CA_WPB = 4;  // warps per block of the edge kernels
-constexpr int CA_MINB = 5; // blocks per SM the edge kernels are compiled for (<= 102 registers: 20 warps per SM)
+constexpr int CA_MINB = 5; // blocks per SM the forward is compiled for (<= 102 registers: 20 warps per SM)
 constexpr float CA_LOG2E = 1.4426950408889634f, CA_LN2 = 0.6931471805599453f;
 
 template <typename T> constexpr int ca_v() { return 16 / (int)sizeof(T); }
@@ -102,29 +102,47 @@ __device__ __forceinline__ float ca_drop_w(const CaDrop &d, uint64_t R, uint64_t
 }
 
 // ------------------------------------------------------------------ element access
-// V values from p[off ..], n of them valid (the rest read as 0). vec: 16-byte access allowed
-// (the row length is a multiple of V and the base pointer is aligned), so n is >= V or <= 0.
-template <typename T>
-__device__ __forceinline__ void ca_load(const T *__restrict__ p, int64_t off, int n, bool vec, float (&x)[ca_v<T>()]) {
+// The 16 bytes (V elements) at p[off ..] as a raw vector, n of them valid (the rest read as 0).
+// vec: 16-byte access allowed (the row length is a multiple of V and the base pointer is aligned),
+// so n is >= V or <= 0. Gathered rows stay raw until used: 4 registers per vector in any dtype.
+template <typename T> __device__ __forceinline__ uint4 ca_fetch(const T *__restrict__ p, int64_t off, int n, bool vec) {
   constexpr int V = ca_v<T>();
-  if (vec) {
-    if (n >= V) {
-      const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p + off));
-      tgc_vec<T> r;
-      memcpy(&r, &u, 16);
-#pragma unroll
-      for (int t = 0; t < V; ++t)
-        x[t] = tgc_to_f(r.e[t]);
-    } else {
-#pragma unroll
-      for (int t = 0; t < V; ++t)
-        x[t] = 0.f;
-    }
-    return;
-  }
+  if (vec) return n >= V ? __ldg(reinterpret_cast<const uint4 *>(p + off)) : make_uint4(0u, 0u, 0u, 0u);
+  tgc_vec<T> r;
 #pragma unroll
   for (int t = 0; t < V; ++t)
-    x[t] = t < n ? tgc_to_f(p[off + t]) : 0.f;
+    r.e[t] = t < n ? p[off + t] : tgc_from_f<T>(0.f);
+  uint4 u;
+  memcpy(&u, &r, 16);
+  return u;
+}
+template <typename T> __device__ __forceinline__ void ca_unpack(const uint4 &u, float (&x)[ca_v<T>()]) {
+  tgc_vec<T> r;
+  memcpy(&r, &u, 16);
+#pragma unroll
+  for (int t = 0; t < ca_v<T>(); ++t)
+    x[t] = tgc_to_f(r.e[t]);
+}
+template <typename T>
+__device__ __forceinline__ void ca_load(const T *__restrict__ p, int64_t off, int n, bool vec, float (&x)[ca_v<T>()]) {
+  ca_unpack<T>(ca_fetch(p, off, n, vec), x);
+}
+// <a, u> and acc += w * u for a raw vector u.
+template <typename T>
+__device__ __forceinline__ float ca_dot_raw(const float (&a)[ca_v<T>()], const uint4 &u, float s) {
+  float x[ca_v<T>()];
+  ca_unpack<T>(u, x);
+#pragma unroll
+  for (int t = 0; t < ca_v<T>(); ++t)
+    s = fmaf(a[t], x[t], s);
+  return s;
+}
+template <typename T> __device__ __forceinline__ void ca_axpy_raw(float w, const uint4 &u, float (&acc)[ca_v<T>()]) {
+  float x[ca_v<T>()];
+  ca_unpack<T>(u, x);
+#pragma unroll
+  for (int t = 0; t < ca_v<T>(); ++t)
+    acc[t] = fmaf(w, x[t], acc[t]);
 }
 
 // p[off ..] = x (n valid), or with add: p[off ..] += mul * x (read-modify-write, rounded once).
@@ -153,17 +171,6 @@ template <int LPH> __device__ __forceinline__ float ca_gsum(float v) {
   for (int o = LPH / 2; o > 0; o >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-template <typename T, int NC>
-__device__ __forceinline__ float ca_dot(const float (&a)[NC][ca_v<T>()], const float (&b)[NC][ca_v<T>()]) {
-  float s = 0.f;
-#pragma unroll
-  for (int c = 0; c < NC; ++c)
-#pragma unroll
-    for (int t = 0; t < ca_v<T>(); ++t)
-      s = fmaf(a[c][t], b[c][t], s);
-  return s;
 }
 
 // Edge kernels: blocks [0, split_blocks) grid-stride over the split items, the others take one

@@ -46,8 +46,11 @@ tg_status cuda_attention_csr_supported(const tgc_csr_attn_shape *sh);
 tg_status cuda_attention_csr_backward_supported(const tgc_csr_attn_shape *sh);
 
 /* Workspace bytes of a forward / backward call (device memory, contents need no initialisation;
- * may be 0). Depends only on the shape and csr's sizes (nq, nk, nnz), never on device data;
- * O(Nq + Nk) per head, bounded by the size of an f32 copy of out plus of q and k. */
+ * may be 0). Depends only on the shape and csr's sizes (nq, nk, nnz), never on device data. Holds
+ * per-row state (backward: 8 bytes per query row and head), the split schedules, and the partial
+ * results of split rows: at most about 1.5x an f32 copy of out (forward) or of q, k and v
+ * (backward), and at most 2^19 * (Dv + 2) bytes (forward) or 2^19 * (D + Dv) bytes per pass
+ * (backward) whatever the sizes: never O(nnz * H * D). */
 size_t cuda_attention_csr_forward_workspace(const tgc_csr_attn_shape *sh, const tgc_csr *csr);
 size_t cuda_attention_csr_backward_workspace(const tgc_csr_attn_shape *sh, const tgc_csr *csr);
 

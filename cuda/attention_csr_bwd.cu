@@ -24,7 +24,10 @@ struct CaBwd {
   float *part_kv; // [imax_k, B, Hkv, D + Dv]
 };
 
-template <typename T> constexpr int ca_unroll() { return sizeof(T) == 4 ? 4 : 2; }
+// Entries per slot in flight, and blocks per SM the kernels are compiled for: 4 loads of 16 bytes
+// in flight per lane and pair of tensors; the rows pass fits 128 registers (16 warps per SM), the
+// keys pass (k, v, dk, dv held per lane) 168 (12 warps per SM).
+constexpr int CA_U = 4, CA_MINB_DQ = 4, CA_MINB_KV = 3;
 
 // ------------------------------------------------------------------ prep
 template <typename T, int LPH> __global__ void __launch_bounds__(256) ca_bwd_prep_kernel(const CaBwd p) {
@@ -51,7 +54,7 @@ template <typename T, int LPH> __global__ void __launch_bounds__(256) ca_bwd_pre
 template <typename T, int LPH, bool DROP>
 __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, int64_t i, int64_t e0, int64_t e1,
                                            int64_t item) {
-  constexpr int V = ca_v<T>(), U = ca_unroll<T>();
+  constexpr int V = ca_v<T>(), U = CA_U;
   const int lane = threadIdx.x & 31, hpw = p.gq.hpw, es = p.gq.es;
   const int l = lane % LPH, hw = (lane / LPH) % hpw, slot = lane / (LPH * hpw), d0 = l * V;
   const int hr = hb * hpw + hw, h = hr < p.Hq ? hr : p.Hq - 1, g = h / p.group;
@@ -71,7 +74,8 @@ __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, in
   for (int64_t base = e0 + slot; base < e1 + slot; base += (int64_t)es * U) {
     int j[U];
     bool ok[U];
-    float kx[U][V], vx[U][V], s[U], dp[U];
+    uint4 kr[U], vr[U];
+    float s[U], dp[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t e = base + (int64_t)u * es;
@@ -80,16 +84,12 @@ __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, in
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      ca_load(kb + j[u] * ks, d0, p.D - d0, p.vq, kx[u]);
-      ca_load(vb + j[u] * vs, d0, p.Dv - d0, p.vv, vx[u]);
+      kr[u] = ca_fetch(kb + j[u] * ks, d0, p.D - d0, p.vq);
+      vr[u] = ca_fetch(vb + j[u] * vs, d0, p.Dv - d0, p.vv);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      s[u] = 0.f, dp[u] = 0.f;
-#pragma unroll
-      for (int t = 0; t < V; ++t)
-        s[u] = fmaf(qx[t], kx[u][t], s[u]), dp[u] = fmaf(ox[t], vx[u][t], dp[u]);
-    }
+    for (int u = 0; u < U; ++u)
+      s[u] = ca_dot_raw<T>(qx, kr[u], 0.f), dp[u] = ca_dot_raw<T>(ox, vr[u], 0.f);
 #pragma unroll
     for (int u = 0; u < U; ++u)
       s[u] = ca_gsum<LPH>(s[u]), dp[u] = ca_gsum<LPH>(dp[u]);
@@ -98,10 +98,7 @@ __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, in
       if (!ok[u]) continue;
       const float pr = exp2f(s[u] * p.sl2 - ld.x);
       const float w = DROP ? ca_drop_w(p.drop, R, (uint64_t)j[u]) : 1.f;
-      const float ds = pr * (w * dp[u] - ld.y);
-#pragma unroll
-      for (int t = 0; t < V; ++t)
-        acc[t] = fmaf(ds, kx[u][t], acc[t]);
+      ca_axpy_raw<T>(pr * (w * dp[u] - ld.y), kr[u], acc);
     }
   }
   for (int o = LPH * hpw; o < 32; o <<= 1)
@@ -120,7 +117,7 @@ __device__ __forceinline__ void ca_dq_unit(const CaBwd &p, int64_t b, int hb, in
 }
 
 template <typename T, int LPH, bool DROP>
-__global__ void __launch_bounds__(CA_WPB * 32, CA_MINB) ca_dq_kernel(const CaBwd p) {
+__global__ void __launch_bounds__(CA_WPB * 32, CA_MINB_DQ) ca_dq_kernel(const CaBwd p) {
   const int64_t per = p.B * p.gq.nhb;
   const int wib = threadIdx.x >> 5;
   if (blockIdx.x < p.gq.split_blocks) {
@@ -165,7 +162,7 @@ template <typename T> __global__ void __launch_bounds__(CA_WPB * 32) ca_dq_merge
 template <typename T, int LPH, bool DROP>
 __device__ __forceinline__ void ca_dkv_unit(const CaBwd &p, int64_t b, int gb, int64_t j, int64_t t0, int64_t t1,
                                             int64_t item) {
-  constexpr int V = ca_v<T>(), U = ca_unroll<T>();
+  constexpr int V = ca_v<T>(), U = CA_U;
   const int lane = threadIdx.x & 31, hpw = p.gk.hpw, es = p.gk.es;
   const int l = lane % LPH, hw = (lane / LPH) % hpw, slot = lane / (LPH * hpw), d0 = l * V;
   const int gr = gb * hpw + hw, g = gr < p.Hkv ? gr : p.Hkv - 1;
@@ -193,22 +190,19 @@ __device__ __forceinline__ void ca_dkv_unit(const CaBwd &p, int64_t b, int gb, i
 #pragma unroll 1
     for (int hh = 0; hh < p.group; ++hh) {
       const int h = g * p.group + hh;
-      float qx[U][V], ox[U][V], s[U], dp[U];
+      uint4 qr[U], orw[U];
+      float s[U], dp[U];
       float2 ld[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t r = (int64_t)i[u] * p.Hq + h;
-        ca_load(qb, r * p.D + d0, p.D - d0, p.vq, qx[u]);
-        ca_load(ob, r * p.Dv + d0, p.Dv - d0, p.vv, ox[u]);
+        qr[u] = ca_fetch(qb, r * p.D + d0, p.D - d0, p.vq);
+        orw[u] = ca_fetch(ob, r * p.Dv + d0, p.Dv - d0, p.vv);
         ld[u] = lb[r];
       }
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        s[u] = 0.f, dp[u] = 0.f;
-#pragma unroll
-        for (int t = 0; t < V; ++t)
-          s[u] = fmaf(qx[u][t], kx[t], s[u]), dp[u] = fmaf(ox[u][t], vx[t], dp[u]);
-      }
+      for (int u = 0; u < U; ++u)
+        s[u] = ca_dot_raw<T>(kx, qr[u], 0.f), dp[u] = ca_dot_raw<T>(vx, orw[u], 0.f);
 #pragma unroll
       for (int u = 0; u < U; ++u)
         s[u] = ca_gsum<LPH>(s[u]), dp[u] = ca_gsum<LPH>(dp[u]);
@@ -217,10 +211,8 @@ __device__ __forceinline__ void ca_dkv_unit(const CaBwd &p, int64_t b, int gb, i
         if (!ok[u]) continue;
         const float pr = exp2f(s[u] * p.sl2 - ld[u].x);
         const float w = DROP ? ca_drop_w(p.drop, ((uint64_t)b * p.Hq + h) * p.Nq + (uint64_t)i[u], (uint64_t)j) : 1.f;
-        const float ds = pr * (w * dp[u] - ld[u].y), pw = pr * w;
-#pragma unroll
-        for (int t = 0; t < V; ++t)
-          ak[t] = fmaf(ds, qx[u][t], ak[t]), av[t] = fmaf(pw, ox[u][t], av[t]);
+        ca_axpy_raw<T>(pr * (w * dp[u] - ld[u].y), qr[u], ak);
+        ca_axpy_raw<T>(pr * w, orw[u], av);
       }
     }
   }
@@ -245,7 +237,7 @@ __device__ __forceinline__ void ca_dkv_unit(const CaBwd &p, int64_t b, int gb, i
 }
 
 template <typename T, int LPH, bool DROP>
-__global__ void __launch_bounds__(CA_WPB * 32, CA_MINB - 1) ca_dkv_kernel(const CaBwd p) {
+__global__ void __launch_bounds__(CA_WPB * 32, CA_MINB_KV) ca_dkv_kernel(const CaBwd p) {
   const int64_t per = p.B * p.gk.nhb;
   const int wib = threadIdx.x >> 5;
   if (blockIdx.x < p.gk.split_blocks) {
