@@ -49,20 +49,17 @@ void *tgi_arena_alloc(tgi_arena *a, size_t bytes) {
     a->in_use += need;
     return p;
   }
-  /* A large block gets a chunk of exactly its size; small ones share chunks that grow with the
-   * arena up to 16 MiB. So the first step wastes at most one small chunk's tail (a step's peak
-   * device memory is what benchmarks compare), and rewind coalesces everything into one chunk. */
-  size_t size = need;
-  if (need < (1u << 20)) {
-    size = a->capacity < (16u << 20) ? a->capacity : (16u << 20);
-    if (size < (1u << 20)) size = 1u << 20;
-  }
-  tgi_chunk *c = chunk_new(a, size);
-  if (!c && size > need) c = chunk_new(a, need);
+  /* A large block gets a chunk of exactly its size and the head stays where it was, so small
+   * blocks keep filling their chunk around large ones; small blocks share chunks of 2 MiB. So a
+   * first step wastes at most one small chunk's tail (a step's peak device memory is what
+   * benchmarks compare), and rewind coalesces everything into one chunk that later steps fill. */
+  const size_t big = (size_t)1 << 20, small_chunk = (size_t)2 << 20;
+  tgi_chunk *c = chunk_new(a, need >= big ? need : small_chunk);
+  if (!c && need < big) c = chunk_new(a, need);
   if (!c) return NULL;
   c->used = need;
   a->in_use += need;
-  a->head = c;
+  if (need < big || !a->head) a->head = c;
   return c->base;
 }
 

@@ -26,11 +26,13 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     }
   }
   t->cur_op = fn;
-  if (G) { /* seed: L's gradient = G's values, copied on the side where G lives */
+  if (G) { /* seed: L's gradient = G's values, copied on the side that computed L (on the device
+             * unless L lives only on the host: a large gradient never crosses the bus per step) */
     bool fresh = false;
     char msg[TGI_MSG_CAP];
-    if (t->rt->dev && (G->data.valid & TGI_ON_DEV)) {
-      void *g = tgi_grad_d_fresh(t, L, &fresh);
+    if (t->rt->dev && (L->data.valid & TGI_ON_DEV)) {
+      const void *src = tgi_read_d(t, G); /* a parameter uploads once and stays */
+      void *g = src ? tgi_grad_d_fresh(t, L, &fresh) : NULL;
       if (!g) goto failed;
       if (L->producer < 0 && !fresh) { /* a leaf accumulates */
         s = TG_ERR_UNSUPPORTED;
@@ -39,7 +41,7 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
                  "an add: call tg_tape_zero_grad first");
         goto failed;
       }
-      if ((s = tgi_device_d2d(t->rt->dev, g, G->data.d, L->bytes, msg))) {
+      if ((s = tgi_device_d2d(t->rt->dev, g, src, L->bytes, msg))) {
         tgi_fail(t, s, "%s", msg);
         goto failed;
       }
