@@ -167,8 +167,8 @@ static tg_status export_target(tg_tape *t, const char *fn, tg_id id, unsigned fl
 
 tg_status tg_tape_export_location(tg_tape *t, tg_id id, unsigned flags, tg_memory *memory, int *device) {
   NEED_TAPE("tg_tape_export_location");
-  tgi_value *v;
-  int side;
+  tgi_value *v = NULL;
+  int side = TGI_ON_HOST;
   tg_status s = export_target(t, "tg_tape_export_location", id, flags, &v, &side);
   if (s) return s;
   if (memory) *memory = side == TGI_ON_DEV ? TG_MEMORY_CUDA : TG_MEMORY_HOST;
@@ -181,8 +181,8 @@ tg_status tg_tape_export_dlpack(tg_tape *t, tg_id id, unsigned flags, struct DLM
   NEED_TAPE("tg_tape_export_dlpack");
   if (!out) return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'out' is NULL", fn);
   *out = NULL;
-  tgi_value *v;
-  int side;
+  tgi_value *v = NULL;
+  int side = TGI_ON_HOST;
   tg_status s = export_target(t, fn, id, flags, &v, &side);
   if (s) return s;
   DLDataType dtype;

@@ -321,7 +321,7 @@ static bool check_data(parser *p, tgi_st_header *h, uint64_t data_len) {
   if (!order) return fail(p, "out of host memory");
   for (size_t k = 0; k < h->n_tensors; k++)
     order[k] = &h->tensors[k];
-  qsort(order, h->n_tensors, sizeof *order, by_offset);
+  if (h->n_tensors) qsort(order, h->n_tensors, sizeof *order, by_offset);
   uint64_t at = 0;
   bool ok = true;
   for (size_t k = 0; k < h->n_tensors && ok; k++) {
@@ -385,13 +385,13 @@ bool tgi_st_parse(const char *json, size_t len, uint64_t data_len, tgi_st_header
     fail(&p, "bytes after the header's closing brace");
     goto bad;
   }
-  qsort(out->tensors, out->n_tensors, sizeof *out->tensors, by_name);
+  if (out->n_tensors) qsort(out->tensors, out->n_tensors, sizeof *out->tensors, by_name);
   for (size_t k = 1; k < out->n_tensors; k++)
     if (!strcmp(out->tensors[k].name, out->tensors[k - 1].name)) {
       fail(&p, "the tensor name '%s' appears twice", out->tensors[k].name);
       goto bad;
     }
-  qsort(out->meta, out->n_meta, sizeof *out->meta, by_key);
+  if (out->n_meta) qsort(out->meta, out->n_meta, sizeof *out->meta, by_key);
   for (size_t k = 1; k < out->n_meta; k++)
     if (!strcmp(out->meta[k].key, out->meta[k - 1].key)) {
       fail(&p, "the metadata key '%s' appears twice", out->meta[k].key);
