@@ -83,7 +83,7 @@ def as_array(data: Any, dtype: Optional[DTypeLike] = None) -> Tuple[np.ndarray, 
     else:
         d = to_dtype(dtype)
         a = a.astype(numpy_dtype(d), copy=False)
-    return np.ascontiguousarray(a), d
+    return np.asarray(a, order="C"), d
 
 
 # ------------------------------------------------------------------ runtime

@@ -380,7 +380,7 @@ def gradcheck(fn: Callable[..., Value], inputs: Sequence[Any], runtime: Optional
     arrays = []
     for i, x in enumerate(inputs):
         a = np.asarray(x)
-        a = np.ascontiguousarray(a, dtype=np.float64 if a.dtype.kind == "f" else np.int32)
+        a = np.asarray(a, dtype=np.float64 if a.dtype.kind == "f" else np.int32, order="C")
         arrays.append(a)
     n = len(arrays)
     ins = (STRUCT_TYPES["tg_gradcheck_input"] * max(1, n))()
@@ -405,7 +405,8 @@ def gradcheck(fn: Callable[..., Value], inputs: Sequence[Any], runtime: Optional
     def callback(tape_h: int, ids: Any, user: Any) -> int:
         try:
             t = Tape._unowned(tape_h, rt)
-            out = fn(*[Value(t, ids[i]) for i in range(n)])
+            arr = (C.c_int64 * max(1, n)).from_address(ids)  # const tg_id * (a c_void_p here)
+            out = fn(*[Value(t, arr[i]) for i in range(n)])
             return out.id
         except BaseException as e:  # noqa: BLE001 (re-raised below)
             errors.append(e)
