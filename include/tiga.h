@@ -368,7 +368,8 @@ TG_API tg_status tg_tape_find_parameter(tg_tape *tape, const char *name, tg_id *
  * What stays valid (the memory rule): the memory stays allocated until the deleter runs. Its
  * contents are those of the value or gradient until
  *   - step values (inputs, op results) and their gradients: tg_tape_reset (the step memory is
- *     then reused; after reset the tensor reads unspecified bytes);
+ *     then reused; after reset the tensor reads unspecified bytes); a borrowed input exported on
+ *     its own side is the caller's buffer itself, valid while the caller keeps it;
  *   - parameters and their gradients: the next write to that side, which updates the view in
  *     place (optimizer steps, tg_tape_write, tg_tape_load, backward accumulating into a
  *     gradient, tg_tape_zero_grad zeroing it at its next use); a write that lands on the other

@@ -61,6 +61,11 @@ def _capsule_destructor(capsule: int) -> None:
             mt.deleter(C.cast(ptr, C.POINTER(DLManagedTensor)))
 
 
+# Capsules may outlive this module at interpreter exit: keep the C thunk alive for good.
+_api.Py_IncRef.argtypes = [C.py_object]
+_api.Py_IncRef(_capsule_destructor)
+
+
 def capsule_from(ptr: int) -> Any:
     """A "dltensor" capsule owning tiga's DLManagedTensor at ptr."""
     return _api.PyCapsule_New(ptr, _NAME, C.cast(_capsule_destructor, C.c_void_p))
