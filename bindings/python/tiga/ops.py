@@ -4,7 +4,7 @@ is expected become inputs of the other operand's tape (in its dtype)."""
 from __future__ import annotations
 
 import ctypes as C
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, List, Optional, Sequence, Union
 
 import numpy as np
 
