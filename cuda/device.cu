@@ -343,6 +343,33 @@ extern "C" void tgi_device_inject_alloc_failure(tgi_device *d, int64_t after) {
   if (d) d->fail_after = after < 0 ? -1 : after;
 }
 
+// A zero-copy input's pointer: its first and last byte must be device (or managed) memory of
+// this device. (The runtime API cannot tell whether both lie in one allocation.)
+extern "C" tg_status tgi_device_check_pointer(tgi_device *d, const void *p, size_t bytes, char *msg) {
+  const char *ends[2] = {(const char *)p, (const char *)p + (bytes ? bytes - 1 : 0)};
+  for (int k = 0; k < 2; k++) {
+    cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, ends[k]);
+    if (e != cudaSuccess) {
+      cudaGetLastError(); // not sticky: clear it
+      snprintf(msg, TGI_MSG_CAP, "cudaPointerGetAttributes(%p): %s", (const void *)ends[k], cudaGetErrorString(e));
+      return TG_ERR_INVALID_ARGUMENT;
+    }
+    bool dev = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+    if (!dev || a.device != d->index) {
+      const char *what = k ? "its last byte" : "the pointer";
+      if (dev)
+        snprintf(msg, TGI_MSG_CAP, "%s %p is memory of CUDA device %d, not of the runtime's device %d", what,
+                 (const void *)ends[k], a.device, d->index);
+      else
+        snprintf(msg, TGI_MSG_CAP, "%s %p is host or unregistered memory, not memory of CUDA device %d", what,
+                 (const void *)ends[k], d->index);
+      return TG_ERR_INVALID_ARGUMENT;
+    }
+  }
+  return TG_OK;
+}
+
 extern "C" struct CUstream_st *tgi_device_stream(tgi_device *d) { return d ? d->stream : NULL; }
 extern "C" struct cublasContext *tgi_device_cublas(tgi_device *d) { return d ? d->cublas : NULL; }
 extern "C" void *tgi_device_cublaslt(tgi_device *d, void **workspace, size_t *bytes) {

@@ -163,7 +163,8 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
   const double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->layers);
   uint64_t k = 0; /* every parameter draws from its own Philox key */
   tg_status s = TG_OK;
-#define PARAM(id, r, c, kind_, a_, b_, flags)                                                                          \
+  char name_[64];
+#define PARAM(id, r, c, kind_, a_, b_, flags, ...)                                                                     \
   do {                                                                                                                 \
     int64_t shp_[2] = {(r), (c)}, cols_ = (c);                                                                         \
     int nd_ = cols_ != 0 ? 2 : 1;                                                                                      \
@@ -171,25 +172,27 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
     tg_init_options_init(&in_);                                                                                        \
     in_.kind = (kind_), in_.a = (a_), in_.b = (b_), in_.seed = splitmix64(seed ^ (++k * 0x9e3779b97f4a7c15ull));       \
     if (!s) s = tg_tape_parameter_init(m->tape, TG_F32, nd_, shp_, &in_, (flags), &(id));                              \
+    snprintf(name_, sizeof name_, __VA_ARGS__); /* nanoGPT's names: checkpoints store parameters by name */            \
+    if (!s) s = tg_tape_set_name(m->tape, (id), name_);                                                                \
     if (!s) m->n_params += shp_[0] * (cols_ != 0 ? cols_ : 1);                                                         \
   } while (0)
-  PARAM(m->wte, cfg->vocab, D, TG_INIT_NORMAL, 0, std, 0);
-  PARAM(m->wpe, cfg->context, D, TG_INIT_NORMAL, 0, std, 0);
+  PARAM(m->wte, cfg->vocab, D, TG_INIT_NORMAL, 0, std, 0, "wte");
+  PARAM(m->wpe, cfg->context, D, TG_INIT_NORMAL, 0, std, 0, "wpe");
   for (int l = 0; l < cfg->layers; l++) {
     charlm_block *b = &m->blocks[l];
-    PARAM(b->ln1_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY);
-    PARAM(b->ln1_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY);
-    PARAM(b->wq, D, D, TG_INIT_NORMAL, 0, std, 0);
-    PARAM(b->wk, D, D, TG_INIT_NORMAL, 0, std, 0);
-    PARAM(b->wv, D, D, TG_INIT_NORMAL, 0, std, 0);
-    PARAM(b->wo, D, D, TG_INIT_NORMAL, 0, proj_std, 0);
-    PARAM(b->ln2_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY);
-    PARAM(b->ln2_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY);
-    PARAM(b->fc, D, 4 * D, TG_INIT_NORMAL, 0, std, 0);
-    PARAM(b->proj, 4 * D, D, TG_INIT_NORMAL, 0, proj_std, 0);
+    PARAM(b->ln1_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY, "h.%d.ln_1.w", l);
+    PARAM(b->ln1_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY, "h.%d.ln_1.b", l);
+    PARAM(b->wq, D, D, TG_INIT_NORMAL, 0, std, 0, "h.%d.attn.wq", l);
+    PARAM(b->wk, D, D, TG_INIT_NORMAL, 0, std, 0, "h.%d.attn.wk", l);
+    PARAM(b->wv, D, D, TG_INIT_NORMAL, 0, std, 0, "h.%d.attn.wv", l);
+    PARAM(b->wo, D, D, TG_INIT_NORMAL, 0, proj_std, 0, "h.%d.attn.c_proj", l);
+    PARAM(b->ln2_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY, "h.%d.ln_2.w", l);
+    PARAM(b->ln2_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY, "h.%d.ln_2.b", l);
+    PARAM(b->fc, D, 4 * D, TG_INIT_NORMAL, 0, std, 0, "h.%d.mlp.c_fc", l);
+    PARAM(b->proj, 4 * D, D, TG_INIT_NORMAL, 0, proj_std, 0, "h.%d.mlp.c_proj", l);
   }
-  PARAM(m->lnf_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY);
-  PARAM(m->lnf_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY);
+  PARAM(m->lnf_w, D, 0, TG_INIT_ONES, 0, 0, TG_NO_WEIGHT_DECAY, "ln_f.w");
+  PARAM(m->lnf_b, D, 0, TG_INIT_ZEROS, 0, 0, TG_NO_WEIGHT_DECAY, "ln_f.b");
 #undef PARAM
   if (s) return tape_fail(m, err, "creating the parameters");
   return 0;

@@ -238,12 +238,16 @@ int gat_model_init(gat_model *m, tg_runtime *rt, const gat_config *cfg, const ga
   const int64_t H = cfg->heads1, C = cfg->hidden1, K = d->n_class;
   const int64_t shapes[8][2] = {{d->n_feat, H * C}, {H, C}, {H, C}, {H * C, 0}, {H * C, K}, {1, K}, {1, K}, {K, 0}};
   tg_id *ids[8] = {&m->w1, &m->a_src1, &m->a_dst1, &m->b1, &m->w2, &m->a_src2, &m->a_dst2, &m->b2};
+  /* PyG's GATConv parameter names (checkpoints store parameters by name) */
+  static const char *const names[8] = {"conv1.lin.weight", "conv1.att_src", "conv1.att_dst", "conv1.bias",
+                                       "conv2.lin.weight", "conv2.att_src", "conv2.att_dst", "conv2.bias"};
   for (int p = 0; p < 8; p++) {
     tg_init_options io;
     tg_init_options_init(&io);
     io.kind = shapes[p][1] ? TG_INIT_XAVIER_UNIFORM : TG_INIT_ZEROS;
     io.seed = splitmix64(cfg->seed * 16 + (uint64_t)p);
-    if (tg_tape_parameter_init(m->tape, cfg->dtype, shapes[p][1] ? 2 : 1, shapes[p], &io, 0, ids[p])) {
+    if (tg_tape_parameter_init(m->tape, cfg->dtype, shapes[p][1] ? 2 : 1, shapes[p], &io, 0, ids[p]) ||
+        tg_tape_set_name(m->tape, *ids[p], names[p])) {
       fail(err, "parameters: %s", tg_tape_error(m->tape));
       gat_model_free(m);
       return -1;

@@ -3,6 +3,8 @@
  * samples from it. `train_charlm --help` lists the flags. Defaults: nanoGPT's shakespeare_char
  * config on a CUDA device, a small config that trains in minutes on a host without one.
  * Writes <out>/loss.csv, <out>/loss.svg and <out>/sample.txt; --save / --resume checkpoint.
+ * Sample only: `train_charlm --sample --resume CKPT --prompt TEXT` loads CKPT (model flags from
+ * CKPT.meta unless given) and prints TEXT and its continuation, without training.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -48,9 +50,11 @@ enum {
   F_SAMPLE,
   F_TEMP,
   F_TOPK,
+  F_SAMPLE_ONLY,
+  F_PROMPT,
   NFLAGS
 };
-typedef enum { T_INT, T_DBL, T_STR, T_CHOICE } ftype;
+typedef enum { T_INT, T_DBL, T_STR, T_CHOICE, T_BOOL } ftype;
 typedef struct flag {
   const char *name;
   ftype type;
@@ -97,6 +101,9 @@ static const flag FLAGS[NFLAGS] = {
     [F_SAMPLE] = {"sample-chars", T_INT, 0, 1e6, 0, "500", "300", "characters to generate at the end"},
     [F_TEMP] = {"temperature", T_DBL, 0, 100, 1, "0.8", "0.8", "sampling temperature (> 0)"},
     [F_TOPK] = {"top-k", T_INT, 0, 256, 0, "200", "200", "sample among the k most likely characters; 0 = all"},
+    [F_SAMPLE_ONLY] = {"sample", T_BOOL, 0, 1, 0, "0", "0",
+                       "switch (no value): sample from --resume CKPT without training (model flags from CKPT.meta)"},
+    [F_PROMPT] = {"prompt", T_STR, 0, 0, 0, "", "", "text the sample continues (default: a newline)"},
 };
 
 typedef struct opts {
@@ -131,6 +138,13 @@ static int parse_value(opts *o, int k, const char *v, char *err) {
   errno = 0;
   switch (fl->type) {
   case T_STR: o->s[k] = v; return 0;
+  case T_BOOL:
+    if (strcmp(v, "0") && strcmp(v, "1")) {
+      snprintf(err, CHARLM_ERR, "--%s: '%s' is not 0 or 1 (or give the switch alone)", fl->name, v);
+      return -1;
+    }
+    o->i[k] = *v == '1';
+    return 0;
   case T_CHOICE: {
     const char *ok = k == F_DEVICE ? "cuda host" : k == F_ATTENTION ? "host composed fused" : "f32 bf16";
     size_t n = strlen(v);
@@ -196,7 +210,7 @@ static int parse_args(opts *o, int argc, char **argv, char *err) {
       snprintf(err, CHARLM_ERR, "unknown flag '%.*s' (see --help)", (int)(len + 2), arg);
       return -1;
     }
-    const char *v = eq ? eq + 1 : NULL;
+    const char *v = eq ? eq + 1 : FLAGS[k].type == T_BOOL ? "1" : NULL;
     if (!v) {
       if (a + 1 >= argc || !strncmp(argv[a + 1], "--", 2)) {
         snprintf(err, CHARLM_ERR, "--%s needs a value (see --help)", FLAGS[k].name);
@@ -215,6 +229,38 @@ static void apply_defaults(opts *o, int gpu) {
   char err[CHARLM_ERR];
   for (int k = 0; k < NFLAGS; k++)
     if (!o->raw[k]) parse_value(o, k, gpu ? FLAGS[k].gpu_def : FLAGS[k].host_def, err);
+}
+
+/* The model flags a checkpoint was trained with, from its sidecar (charlm_ckpt_save's CKPT.meta),
+ * for the flags not given on the command line (sample-only runs). */
+static int config_from_sidecar(opts *o, const char *ckpt, char *err) {
+  static const struct {
+    const char *key;
+    int flag;
+  } keys[] = {{"layers", F_LAYERS}, {"heads", F_HEADS}, {"d_model", F_DMODEL}, {"context", F_CONTEXT}};
+  char path[4096], key[64];
+  snprintf(path, sizeof path, "%s.meta", ckpt);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, CHARLM_ERR, "cannot open '%s': %s (was the checkpoint written by train_charlm?)", path,
+             strerror(errno));
+    return -1;
+  }
+  int found = 0;
+  while (fscanf(f, "%63s", key) == 1) {
+    long long v;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+      if (!strcmp(key, keys[i].key) && fscanf(f, "%lld", &v) == 1) {
+        found++;
+        if (!o->raw[keys[i].flag]) o->i[keys[i].flag] = v;
+      }
+  }
+  fclose(f);
+  if (found != 4) {
+    snprintf(err, CHARLM_ERR, "'%s' lacks the model flags (layers, heads, d_model, context)", path);
+    return -1;
+  }
+  return 0;
 }
 
 /* ------------------------------------------------------------ output files */
@@ -412,6 +458,9 @@ int main(int argc, char **argv) {
     printf("note: %s\n", tg_last_error());
   }
   apply_defaults(&o, gpu);
+  const int sample_only = o.i[F_SAMPLE_ONLY] != 0;
+  if (sample_only && !*o.s[F_RESUME]) return die(2, "--sample needs --resume CKPT (the checkpoint to sample from)");
+  if (sample_only && config_from_sidecar(&o, o.s[F_RESUME], err)) return die(1, err);
   if (gpu && !strcmp(o.s[F_ATTENTION], "host") && !o.raw[F_DTYPE]) {
     o.s[F_DTYPE] = "f32"; /* host attention has no bf16 kernels */
     printf("note: --attention host: using --dtype f32\n");
@@ -451,7 +500,7 @@ int main(int argc, char **argv) {
   memset(&m, 0, sizeof m);
   log_state L;
   memset(&L, 0, sizeof L);
-  int32_t *x = NULL, *y = NULL;
+  int32_t *x = NULL, *y = NULL, *prompt = NULL;
   char *text = NULL;
   int rc = 1;
   if (charlm_data_load(&data, o.s[F_DATA], err)) {
@@ -469,9 +518,10 @@ int main(int argc, char **argv) {
          o.s[F_ATTENTION]);
   printf("data: %s: %lld chars (train %lld, val %lld)\n", o.s[F_DATA], (long long)data.n, (long long)data.n_train,
          (long long)(data.n - data.n_train));
-  printf("train: %lld steps, batch %lld, lr %g -> %g (warmup %lld), weight decay %g, dropout %g, attn dropout %g, "
-         "clip %g\n",
-         steps, B, o.d[F_LR], o.d[F_MINLR], o.i[F_WARMUP], o.d[F_WD], o.d[F_DROPOUT], o.d[F_ATTNDROP], o.d[F_CLIP]);
+  if (!sample_only)
+    printf("train: %lld steps, batch %lld, lr %g -> %g (warmup %lld), weight decay %g, dropout %g, attn dropout %g, "
+           "clip %g\n",
+           steps, B, o.d[F_LR], o.d[F_MINLR], o.i[F_WARMUP], o.d[F_WD], o.d[F_DROPOUT], o.d[F_ATTNDROP], o.d[F_CLIP]);
 
   charlm_rng rng;
   charlm_rng_seed(&rng, (uint64_t)o.i[F_SEED]);
@@ -482,6 +532,7 @@ int main(int argc, char **argv) {
     rng.s = st.rng;
     printf("resumed from %s at step %lld\n", o.s[F_RESUME], (long long)st.step);
   }
+  if (sample_only) goto sample;
   if (mkdirs(o.s[F_OUT], err) || log_open(&L, o.s[F_OUT], resumed ? st.step : -1, err)) goto done;
   x = malloc((size_t)(B * T) * sizeof *x);
   y = malloc((size_t)(B * T) * sizeof *y);
@@ -567,20 +618,41 @@ int main(int argc, char **argv) {
   if (best_step >= 0) printf("best val loss %.4f at step %lld (this run)\n", best_val, best_step);
   if (*o.s[F_SAVE]) printf("checkpoint: %s (+ .meta), best: %s.best (+ .meta)\n", o.s[F_SAVE], o.s[F_SAVE]);
 
+sample:;
   int n = (int)o.i[F_SAMPLE];
   if (!n) {
     rc = 0;
     goto done;
   }
+  /* the prompt's bytes as tokens (a newline when none is given) */
+  const char *ptext = *o.s[F_PROMPT] ? o.s[F_PROMPT] : "\n";
+  int n_prompt = (int)strlen(ptext);
+  prompt = malloc((size_t)n_prompt * sizeof *prompt);
   text = malloc((size_t)n + 1);
-  int32_t prompt = data.stoi['\n'] >= 0 ? data.stoi['\n'] : 0;
-  charlm_rng srng;
-  charlm_rng_seed(&srng, (uint64_t)o.i[F_SEED] ^ 0x5a3b1e);
-  if (!text || charlm_sample(&m, &data, &prompt, 1, n, o.d[F_TEMP], (int)o.i[F_TOPK], &srng, text, err)) {
-    if (!text) snprintf(err, sizeof err, "out of memory for the sample");
+  if (!prompt || !text) {
+    snprintf(err, sizeof err, "out of memory for the sample");
     goto done;
   }
-  printf("---- sample (%d chars, temperature %g, top-k %lld) ----\n%s\n----\n", n, o.d[F_TEMP], o.i[F_TOPK], text);
+  for (int i = 0; i < n_prompt; i++) {
+    int tok = data.stoi[(unsigned char)ptext[i]];
+    if (tok < 0 && !*o.s[F_PROMPT]) tok = 0;
+    if (tok < 0) {
+      snprintf(err, sizeof err, "--prompt: the character '%c' (byte %d) is not in the training text's vocabulary",
+               ptext[i], (unsigned char)ptext[i]);
+      goto done;
+    }
+    prompt[i] = tok;
+  }
+  charlm_rng srng;
+  charlm_rng_seed(&srng, (uint64_t)o.i[F_SEED] ^ 0x5a3b1e);
+  if (charlm_sample(&m, &data, prompt, n_prompt, n, o.d[F_TEMP], (int)o.i[F_TOPK], &srng, text, err)) goto done;
+  if (sample_only) { /* the prompt and its continuation, nothing else on stdout after the header lines */
+    printf("%s%s\n", *o.s[F_PROMPT] ? o.s[F_PROMPT] : "", text);
+    rc = 0;
+    goto done;
+  }
+  printf("---- sample (%d chars, temperature %g, top-k %lld) ----\n%s%s\n----\n", n, o.d[F_TEMP], o.i[F_TOPK],
+         *o.s[F_PROMPT] ? o.s[F_PROMPT] : "", text);
   char sp[4096];
   snprintf(sp, sizeof sp, "%s/sample.txt", o.s[F_OUT]);
   FILE *sf = fopen(sp, "w");
@@ -594,6 +666,7 @@ done:
   if (L.csv) fclose(L.csv);
   free(L.rows);
   free(text);
+  free(prompt);
   free(x);
   free(y);
   charlm_model_free(&m);

@@ -24,18 +24,22 @@
  *   every op call (TG_NO_ID) or call tg_tape_status after each.
  *
  * Ownership. Pointers passed in are borrowed for the duration of the call only: the library
- * copies what it keeps (host buffers, shapes). Handles returned through out-parameters are
- * owned by the caller and released with their destroy function. Strings returned by the
- * library are owned by the library and valid until the next call on the same handle.
+ * copies what it keeps (host buffers, shapes). The one exception says so in its name:
+ * tg_tape_input_borrowed keeps the caller's buffer (zero-copy) until tg_tape_reset. Handles
+ * returned through out-parameters are owned by the caller and released with their destroy
+ * function. Strings returned by the library are owned by the library and valid until the next
+ * call on the same handle. Strings passed in (paths, names) are NUL-terminated.
  *
  * Lifetimes (safe for a garbage-collected host that finalizes in any order). Handles are
  * reference counted: a tape holds a reference to its runtime; a relation holds one to its
  * runtime; every recorded node that uses a relation holds one to the relation until the node
- * is dropped (tg_tape_reset / tg_tape_destroy). tg_runtime_destroy and tg_relation_destroy
- * drop the CALLER's reference: the object lives on until its last user is gone, so destroying
- * a relation before backward, or a runtime before its tapes, is allowed and safe. After its
- * destroy call the caller must not pass that handle again (other holders keep it alive, not
- * the caller's pointer). Destroying the same handle twice is a caller error.
+ * is dropped (tg_tape_reset / tg_tape_destroy); every DLPack tensor exported from a tape holds
+ * one to the tape until its deleter runs. tg_runtime_destroy, tg_relation_destroy and
+ * tg_tape_destroy drop the CALLER's reference: the object lives on until its last user is
+ * gone, so destroying a relation before backward, a runtime before its tapes, or a tape before
+ * the DLPack tensors exported from it, is allowed and safe. After its destroy call the caller
+ * must not pass that handle again (other holders keep it alive, not the caller's pointer).
+ * Destroying the same handle twice is a caller error.
  *
  * API rules (every function follows them; bindings can rely on them):
  *   - every pointer to caller data comes with its size in bytes (…_bytes), checked against
@@ -180,6 +184,11 @@ TG_API tg_status tg_runtime_reset_peak(tg_runtime *rt);
 TG_API tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after);
 /* Waits for the runtime's device work to finish (TG_OK at once on host runtimes). */
 TG_API tg_status tg_runtime_sync(tg_runtime *rt);
+/* The CUDA stream (a cudaStream_t, as void *) on which the runtime runs all its device work;
+ * NULL on a host-only runtime. For ordering work of other libraries with tiga's: e.g. a
+ * DLPack producer asked to make a tensor ready for this stream (__dlpack__(stream=...)) before
+ * tg_tape_input_borrowed. The stream belongs to the runtime; do not destroy it. */
+TG_API tg_status tg_runtime_cuda_stream(tg_runtime *rt, void **stream);
 
 /* ---------------------------------------------------------------- tape */
 
@@ -198,8 +207,10 @@ typedef int64_t tg_id;
 
 /* A tape of runtime rt; the tape holds a reference to rt (tiga.h top: lifetimes). */
 TG_API tg_status tg_tape_create(tg_runtime *rt, tg_tape **out);
-/* Frees the tape, its values, parameters and optimizer state, and drops its references to the
- * runtime and to the relations its nodes use. NULL is a no-op. */
+/* Drops the caller's reference. NULL is a no-op. When no DLPack tensor exported from the tape
+ * is alive, frees the tape, its values, parameters and optimizer state at once, and drops its
+ * references to the runtime and to the relations its nodes use; otherwise that happens when
+ * the last exported tensor's deleter runs (tiga.h top: lifetimes). */
 TG_API void tg_tape_destroy(tg_tape *tape);
 
 /* The runtime a tape was created from (NULL for NULL), e.g. to build relations for it. The
@@ -242,6 +253,28 @@ TG_API tg_status tg_tape_input(tg_tape *tape, tg_dtype dtype, int ndim, const in
  * dtypes. */
 TG_API tg_status tg_tape_parameter(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
                                    size_t data_bytes, unsigned flags, tg_id *out);
+
+/* Where a buffer lives, for zero-copy inputs and exports. */
+typedef enum tg_memory {
+  TG_MEMORY_HOST = 0, /* host memory (pageable or pinned); device index 0 */
+  TG_MEMORY_CUDA = 1  /* device memory of a CUDA device; device index = the device's ordinal */
+} tg_memory;
+
+/* A step value over the caller's buffer, without a copy (zero-copy): e.g. a PyTorch, CuPy or
+ * NumPy batch handed over as it is. Arguments as tg_tape_input, plus where `data` lives:
+ * memory TG_MEMORY_HOST with device 0, or TG_MEMORY_CUDA with device = the runtime's CUDA
+ * device (TG_ERR_NO_DEVICE on a host-only runtime; another device: TG_ERR_INVALID_ARGUMENT).
+ * data holds data_bytes = numel * dtype size bytes, dense row-major, aligned to the dtype size
+ * (else TG_ERR_INVALID_ARGUMENT); a CUDA build checks that a TG_MEMORY_CUDA pointer is device
+ * memory of that device.
+ * Lifetime rule: the caller keeps the buffer alive and unchanged until the value is dropped,
+ * i.e. until tg_tape_reset or tg_tape_destroy returns. The library reads it whenever a node
+ * needs it (ops, backward) and never writes it: tg_tape_write on the value is TG_ERR_STATE.
+ * Device data must be ready when passed: the work that wrote it has finished, or is ordered
+ * before the runtime's stream (tg_runtime_cuda_stream). flags: 0 or TG_REQUIRES_GRAD (the
+ * gradient gets its own memory). *out is TG_NO_ID on failure. */
+TG_API tg_status tg_tape_input_borrowed(tg_tape *tape, tg_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                        size_t data_bytes, tg_memory memory, int device, unsigned flags, tg_id *out);
 
 /* Initializers. Values are a pure function of (kind, a, b, gain, seed, shape, dtype): the i-th
  * element (row-major) is drawn from Philox4x32-10 with key = seed and counter = i (two 32-bit
@@ -296,7 +329,7 @@ TG_API tg_status tg_tape_read(tg_tape *tape, tg_id id, void *dst, size_t dst_byt
  * received no gradient. */
 TG_API tg_status tg_tape_read_grad(tg_tape *tape, tg_id id, void *dst, size_t dst_bytes);
 /* Overwrites a parameter or input value (e.g. loading a checkpoint). Not allowed on op
- * results (TG_ERR_STATE). */
+ * results or borrowed inputs (TG_ERR_STATE). */
 TG_API tg_status tg_tape_write(tg_tape *tape, tg_id id, const void *src, size_t src_bytes);
 /* Reads a one-element value of any float dtype as a double (a loss). */
 TG_API tg_status tg_tape_scalar(tg_tape *tape, tg_id id, double *out);
@@ -305,6 +338,57 @@ TG_API tg_status tg_tape_scalar(tg_tape *tape, tg_id id, double *out);
  * first step value; slots freed by tg_tape_reset are reused otherwise): writes min(count, cap)
  * ids, *count = total. tg_tape_save / tg_tape_load use the same order. */
 TG_API tg_status tg_tape_parameters(tg_tape *tape, tg_id *ids, size_t cap, size_t *count);
+
+/* ---- parameter names (checkpoints match parameters by name) */
+
+/* Longest parameter name, in bytes without the NUL. */
+#define TG_NAME_MAX 200
+/* Names a parameter (renaming is allowed). name: NUL-terminated, 1..TG_NAME_MAX bytes, each
+ * printable ASCII (0x21..0x7e) other than '"' and '\\', e.g. "h.0.attn.wq". Reserved (refused):
+ * "__metadata__", names ending in ".opt_m", ".opt_v", ".opt_step" or ".flags" (a checkpoint's
+ * optimizer state and metadata keys), and "param.<digits>" (the default names). A name another
+ * parameter of the tape holds is TG_ERR_INVALID_ARGUMENT naming that parameter; a step value
+ * is TG_ERR_STATE. An unnamed parameter is called "param.<k>", k its position in
+ * tg_tape_parameters order (so unnamed parameters match by position, as before names). */
+TG_API tg_status tg_tape_set_name(tg_tape *tape, tg_id id, const char *name);
+/* Writes the parameter's name (given or default) into buf as snprintf does: at most cap bytes,
+ * NUL-terminated when cap > 0; *len (may be NULL) receives the full length without the NUL.
+ * buf may be NULL with cap 0 to learn the length. */
+TG_API tg_status tg_tape_name(tg_tape *tape, tg_id id, char *buf, size_t cap, size_t *len);
+/* The id of the parameter called `name` (given or default name); TG_ERR_INVALID_ID when the
+ * tape has none (the message says so). */
+TG_API tg_status tg_tape_find_parameter(tg_tape *tape, const char *name, tg_id *out);
+
+/* ---- zero-copy export (DLPack)
+ * A value's or gradient's memory as a DLPack DLManagedTensor (DLPack 0.8 ABI, the
+ * "dltensor" capsule of PyTorch, CuPy, JAX and NumPy; include "tiga_dlpack.h" for the struct
+ * definitions, or dlpack.h itself). No copy: dl_tensor.data points at the tape's buffer, with
+ * explicit row-major strides. The tensor holds a reference to the tape (tiga.h top:
+ * lifetimes); its deleter drops it and may run on any thread. Call the deleter exactly once.
+ * What stays valid (the memory rule): the memory stays allocated until the deleter runs. Its
+ * contents are those of the value or gradient until
+ *   - step values (inputs, op results) and their gradients: tg_tape_reset (the step memory is
+ *     then reused; after reset the tensor reads unspecified bytes); a borrowed input exported on
+ *     its own side is the caller's buffer itself, valid while the caller keeps it;
+ *   - parameters and their gradients: the next write to that side, which updates the view in
+ *     place (optimizer steps, tg_tape_write, tg_tape_load, backward accumulating into a
+ *     gradient, tg_tape_zero_grad zeroing it at its next use); a write that lands on the other
+ *     side (host vs device) leaves the view stale.
+ * Writing through the tensor is allowed only into a parameter or its gradient (e.g. an
+ * optimizer of another library), on the side exported, before the next tiga call on the tape.
+ * Device tensors are ready for any stream: the export waits for the runtime's device work.
+ * flags: TG_EXPORT_GRAD: the gradient (the value must require grad; created zero-filled when
+ * no gradient has arrived yet); TG_EXPORT_HOST / TG_EXPORT_DEVICE: that side, copied there first
+ * when it is not current (DEVICE on a host-only runtime: TG_ERR_NO_DEVICE); neither: the side
+ * that holds the current bytes (the device when both do). */
+#define TG_EXPORT_GRAD 0x1u
+#define TG_EXPORT_HOST 0x2u
+#define TG_EXPORT_DEVICE 0x4u
+struct DLManagedTensor;
+TG_API tg_status tg_tape_export_dlpack(tg_tape *tape, tg_id id, unsigned flags, struct DLManagedTensor **out);
+/* Where tg_tape_export_dlpack with these flags would export, without exporting (DLPack's
+ * __dlpack_device__): *memory and *device (either may be NULL). */
+TG_API tg_status tg_tape_export_location(tg_tape *tape, tg_id id, unsigned flags, tg_memory *memory, int *device);
 
 /* ---- reverse mode */
 
@@ -661,10 +745,25 @@ TG_API tg_status tg_adam_step(tg_tape *tape, const tg_adam_options *opts);
  * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. */
 TG_API tg_status tg_clip_grad_norm(tg_tape *tape, double max_norm, double *total_norm);
 
-/* Checkpoints: every parameter in tg_tape_parameters order with its dtype, shape, value and
- * optimizer state (moments, step count). Load expects the same parameters (count, dtypes,
- * shapes, order) to exist already: TG_ERR_SHAPE / TG_ERR_DTYPE with a message otherwise;
- * TG_ERR_IO for unreadable or malformed files. */
+/* Checkpoints, in the safetensors format (readable by the safetensors package, PyTorch, NumPy):
+ * an 8-byte little-endian header length N, N bytes of JSON, then the tensors' bytes.
+ *   tensors: "<name>" the parameter's value (tg_tape_name: given or default name), and when the
+ *     optimizer state exists "<name>.opt_m" (first moment / momentum) and "<name>.opt_v"
+ *     (second moment), each in the parameter's dtype and shape (F32 / F64 / F16 / BF16);
+ *   __metadata__ (strings): "tiga.format" "1", "tiga.version" (tg_version_string),
+ *     "tiga.step" (the largest optimizer step count), "tiga.fnv1a64" (FNV-1a 64 of the whole
+ *     file with these 16 hex digits read as '0's), and per parameter "<name>.opt_step" (its step count) and
+ *     "<name>.flags" ("no_weight_decay" or "").
+ * Save writes "<path>.tmp", fsyncs it, renames it over path and fsyncs the directory, so a
+ * crash never leaves a half-written checkpoint under the real name.
+ * Load matches by name: every parameter of the tape must be in the file with its dtype and
+ * shape, and every tensor of the file must be a parameter or its state (TG_ERR_SHAPE /
+ * TG_ERR_DTYPE naming both sides otherwise); then values, moments and step counts are replaced
+ * (a moment missing from the file restarts from zero; "<name>.opt_step" missing: 0). The file
+ * is read once into memory and checked whole before anything changes (a failed load leaves
+ * the tape as it was): regular files only, every header field bounded (offsets tile the data
+ * exactly, step counts 0..2^53, header <= 100 MB), checksum verified when present (files from
+ * other writers have none). TG_ERR_IO for unreadable, malformed or corrupt files. */
 TG_API tg_status tg_tape_save(tg_tape *tape, const char *path);
 TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
 

@@ -70,6 +70,9 @@ void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak);
 void tgi_device_reset_peak(tgi_device *dev);
 /* Testing hook behind tg_runtime_inject_alloc_failure. */
 void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after);
+/* TG_OK when [p, p + bytes) is device memory of the device's ordinal (zero-copy inputs); else
+ * TG_ERR_INVALID_ARGUMENT with why in msg. */
+tg_status tgi_device_check_pointer(tgi_device *dev, const void *p, size_t bytes, char *msg);
 /* Handles the CUDA launchers take (opaque to C; see cuda/launch.h). NULL without a device. */
 struct CUstream_st;
 struct cublasContext;
@@ -135,7 +138,30 @@ typedef struct tgi_value {
   /* optimizer state (parameters only), same dtype and size as the value */
   tgi_buf opt_m, opt_v;
   int64_t opt_step;
+  char *name; /* parameters: malloc'd name from tg_tape_set_name, or NULL (default name) */
 } tgi_value;
+
+/* Internal bit of tgi_value.flags (above the public TG_* flags): `data` is the caller's buffer
+ * (tg_tape_input_borrowed) on the side in data.valid; never written, never freed. */
+#define TGI_BORROWED 0x80000000u
+/* Frees what a value owns besides memory (its name); value_release calls it. */
+void tgi_value_free_name(tgi_value *v);
+/* A parameter's name: its given name, or "param.<k>" written into buf (TGI_NAME_BUF bytes) for
+ * the parameter at position k of tg_tape_parameters order. */
+#define TGI_NAME_BUF 32
+const char *tgi_param_name(const tgi_value *v, size_t k, char *buf);
+/* Whether a name is one tg_tape_set_name accepts; NULL, or why not (static text). */
+const char *tgi_name_invalid(const char *name, size_t len);
+/* Host storage of b (a buffer of v), allocated when missing, without copying or changing which
+ * side is valid: for callers that check everything before overwriting (tg_tape_load). NULL +
+ * sticky error when out of memory. */
+void *tgi_alloc_h(tg_tape *t, tgi_value *v, tgi_buf *b);
+/* Tape references (tg_tape_destroy drops the caller's; exported DLPack tensors hold one each).
+ * The last release frees the tape. */
+void tgi_tape_retain(tg_tape *t);
+void tgi_tape_release(tg_tape *t);
+/* A fresh value slot (kind TGI_FREE, producer -1); NULL when out of host memory. */
+tgi_value *tgi_slot_new(tg_tape *t);
 
 /* ------------------------------------------------------------ nodes and capsules */
 typedef struct tgi_node tgi_node;
@@ -174,6 +200,7 @@ struct tgi_node {
 typedef struct tgi_slab tgi_slab;
 
 struct tg_tape {
+  int64_t refs;   /* atomic: the caller's reference + one per exported DLPack tensor */
   tg_runtime *rt; /* referenced */
 
   /* values: slabs of fixed size so tgi_value pointers stay valid while the tape grows */

@@ -168,3 +168,5 @@ void *tgi_scratch_d(tg_tape *t, size_t bytes) {
   if (!p) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of device memory (%zu bytes of scratch)", bytes);
   return p;
 }
+
+void *tgi_alloc_h(tg_tape *t, tgi_value *v, tgi_buf *b) { return side_alloc(t, v, b, TGI_ON_HOST); }

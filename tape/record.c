@@ -109,7 +109,6 @@ tg_provider tgi_pick(tg_tape *t, unsigned supported) {
   return p;
 }
 
-tgi_value *tgi_slot_new(tg_tape *t);
 
 tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape) {
   if (t->status != TG_OK) return NULL;

@@ -50,6 +50,7 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   }
   tg_tape *t = calloc(1, sizeof *t);
   if (!t) return tgi_rt_error(rt, TG_ERR_OUT_OF_MEMORY, "tg_tape_create: out of host memory");
+  t->refs = 1;
   t->rt = rt;
   tgi_rt_retain(rt);
   static _Atomic unsigned next_tag = 1;
@@ -77,6 +78,7 @@ static void value_release(tg_tape *t, tgi_value *v) {
     buf_free_persistent(t, &v->opt_m);
     buf_free_persistent(t, &v->opt_v);
   }
+  tgi_value_free_name(v);
   uint32_t gen = tgi_gen_next(v->gen);
   memset(v, 0, sizeof *v);
   v->gen = gen;
@@ -84,7 +86,13 @@ static void value_release(tg_tape *t, tgi_value *v) {
 }
 
 void tg_tape_destroy(tg_tape *t) {
-  if (!t) return;
+  if (t) tgi_tape_release(t);
+}
+
+void tgi_tape_retain(tg_tape *t) { tgi_atomic_add(&t->refs, 1); }
+
+void tgi_tape_release(tg_tape *t) {
+  if (tgi_atomic_add(&t->refs, -1) > 0) return;
   if (t->rt->dev) {
     char msg[TGI_MSG_CAP];
     tgi_device_h2d_wait(t->rt->dev, msg);
@@ -430,6 +438,11 @@ tg_status tg_tape_write(tg_tape *t, tg_id id, const void *src, size_t bytes) {
   if (v->kind == TGI_RESULT)
     return tgi_error(t, TG_ERR_STATE,
                      "tg_tape_write: value %lld is an op result; only parameters and inputs can be written",
+                     (long long)id);
+  if (v->flags & TGI_BORROWED)
+    return tgi_error(t, TG_ERR_STATE,
+                     "tg_tape_write: value %lld is borrowed (tg_tape_input_borrowed): the library never writes the "
+                     "caller's buffer; write the buffer itself before the step instead",
                      (long long)id);
   if (!src)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "tg_tape_write: argument 'src' is NULL; expected %zu bytes", v->bytes);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when include/tiga.h does not compile cleanly as C11 and C++17 with gcc and clang at
+# Fails when include/tiga.h (with include/tiga_dlpack.h) does not compile cleanly as C11 and C++17 with gcc and clang at
 # -Wall -Wextra -Werror -Wpedantic: a tiny translation unit includes it and uses a few of its
 # declarations, compiled once per compiler and language. Compilers that are not installed are
 # reported as skipped; the check fails only on a compile error.
@@ -11,6 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/tu.c" <<'TU'
 #include "tiga.h"
+#include "tiga_dlpack.h"
 
 /* Uses types, enumerators and functions so that the declarations are checked, not just parsed. */
 int tiga_header_check(void);
@@ -21,8 +22,11 @@ int tiga_header_check(void) {
   tg_id id = 0;
   tg_tape *tape = NULL;
   size_t bytes = tg_dtype_size(TG_F32);
+  DLManagedTensor *mt = NULL;
+  tg_status e = tg_tape_export_dlpack(tape, id, TG_EXPORT_GRAD, &mt);
   tg_runtime_destroy(rt);
-  return msg != NULL && tape == NULL && id == 0 && bytes == 4 && s == TG_OK && tg_last_error() != NULL;
+  return msg != NULL && tape == NULL && id == 0 && bytes == 4 && s == TG_OK && tg_last_error() != NULL &&
+         e != TG_OK && mt == NULL && sizeof(DLTensor) == 48 && sizeof(DLManagedTensor) == 64;
 }
 TU
 cp "$tmp/tu.c" "$tmp/tu.cpp"
