@@ -57,4 +57,8 @@ if [ $rc -ne 0 ]; then
   echo "sanitizer test run failed (full log: build-asan/ctest.log)"
   exit $rc
 fi
-echo "== all tests passed (regular and sanitizer builds)"
+echo "== python package (tools/test_python.sh)"
+bash tools/test_python.sh
+echo "== consumers: find_package and pkg-config, shared and static (tools/test_consumers.sh)"
+bash tools/test_consumers.sh
+echo "== all tests passed (regular and sanitizer builds, python package, consumers)"
