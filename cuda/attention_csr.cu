@@ -75,8 +75,15 @@ CaDrop ca_drop_of(const tgc_csr_attn_shape *sh) {
 }
 
 // ------------------------------------------------------------------ split schedule
+// The forced chunk length is a bench / test switch: compiled only into bench_attention_csr
+// (TIGA_BENCH_SWITCHES), never into the library, where the chunk is always chosen from the shape.
+#ifdef TIGA_BENCH_SWITCHES
 static std::atomic<long long> g_chunk{0};
 extern "C" void cuda_attention_csr_set_chunk(int64_t chunk) { g_chunk.store(chunk > 0 ? chunk : 0); }
+static int64_t forced_chunk() { return g_chunk.load(); }
+#else
+static int64_t forced_chunk() { return 0; }
+#endif
 
 // Chunk C: at least 256 edges; at least twice the mean degree (then the split rows' items number
 // at most n); and large enough that items * units <= 2^17 (units: batch entries x heads whose
@@ -85,7 +92,7 @@ extern "C" void cuda_attention_csr_set_chunk(int64_t chunk) { g_chunk.store(chun
 CaPlan ca_plan(int64_t n, int64_t nnz, int64_t units) {
   CaPlan p{};
   p.n = n;
-  int64_t c = g_chunk.load();
+  int64_t c = forced_chunk();
   if (c <= 0) {
     c = 256;
     if (n > 0) c = std::max<int64_t>(c, 2 * ((nnz + n - 1) / n));

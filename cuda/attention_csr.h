@@ -69,7 +69,9 @@ tg_status cuda_attention_csr_backward(tgc_stream s, const tgc_csr_attn_shape *sh
  * (source) with more entries than that is split. 0, the default: chosen from the shape (at least
  * 256). A small value (e.g. 3) makes every path run on small graphs. Process-wide; takes effect for
  * workspace sizes and launches made after it. */
+#ifdef TIGA_BENCH_SWITCHES
 void cuda_attention_csr_set_chunk(int64_t chunk);
+#endif
 
 #ifdef __cplusplus
 }
