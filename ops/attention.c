@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef TIGA_HAVE_CUDA
@@ -180,6 +181,73 @@ static bool fused_fits(const attn_state *st, tg_dtype dt) {
 }
 #endif
 
+/* ------------------------------------------------------------ CUDA_COMPOSED over a graph
+ * A CSR / CONCAT relation never becomes an Nq x Nk mask: CUDA_COMPOSED records graph ops with
+ * per-edge tensors, as tg_mha records projections (the batch folded into one block-diagonal graph):
+ *   q_e = gather(q, DEST), k_e = gather(k, SOURCE)                 [E, Hq, D], [E, Hkv, D]
+ *   s = scale * sum_last(q_e (*) k_e)  (GQA: [E, Hkv, G, D] (*) [E, Hkv, 1, D])     [E, Hq]
+ *   out = graph_attend(s, v)   (GQA: v repeated over the group's heads)        [B*Nq, Hq, Dv]
+ * graph_attend's composed lowering is softmax, [E, Hq, Dv] weighted values and a segment sum. Its
+ * dropout rule (B = 1, R = h * Nq + i, key j) is tg_attention's for B = 1; with B > 1 the rows
+ * would be numbered differently, so dropout takes B = 1 there. */
+#ifdef TIGA_HAVE_CUDA
+static tg_id composed_graph(tg_tape *t, tg_id q, tg_id k, tg_id v, tg_relation *rel, const attn_state *st, tg_dtype dt,
+                            const tg_attention_options *opts) {
+  const int64_t B = st->B, Nq = st->Nq, Nk = st->Nk, Hq = st->Hq, Hkv = st->Hkv, G = Hq / Hkv, D = st->D, Dv = st->Dv;
+  if (B > 1 && opts->dropout_keep < 1)
+    return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                    "attention dropout over a %s relation on CUDA_COMPOSED takes batch B = 1 (got %lld): the graph "
+                    "lowering folds the batch into one graph, whose rows the dropout rule would number otherwise; "
+                    "use CUDA_FUSED or HOST",
+                    tgi_rel_kind_name(rel->kind), (long long)B),
+           TG_NO_ID;
+  tg_relation *g = B == 1 ? rel : tgi_rel_batched(t, rel, B);
+  if (!g) return TG_NO_ID;
+  if (opts->dropout_keep < 1) t->rng_calls--; /* graph_attend draws with the counter this call took */
+  tg_provider prev;
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_COMPOSED, &prev);
+  const int64_t E = g->allowed;
+  int64_t sq[3] = {B * Nq, Hq, D}, sk[3] = {B * Nk, Hkv, D}, sq4[4] = {E, Hkv, G, D}, sk4[4] = {E, Hkv, 1, D},
+          ss[2] = {E, Hq}, sv[3] = {B * Nk, Hkv, Dv};
+  tg_id qe = tg_reshape(t, tg_graph_gather(t, g, tg_reshape(t, q, 3, sq), TG_GRAPH_DEST), 4, sq4);
+  tg_id ke = tg_reshape(t, tg_graph_gather(t, g, tg_reshape(t, k, 3, sk), TG_GRAPH_SOURCE), 4, sk4);
+  tg_id s = tg_scale(t, tg_reshape(t, tg_sum_last(t, tg_mul(t, qe, ke)), 2, ss), st->scale);
+  tg_id vals = tg_reshape(t, v, 3, sv);
+  if (G > 1) { /* each kv head serves G query heads: repeat it (ones broadcast over the group) */
+    uint16_t one16 = dt == TG_BF16 ? 0x3F80 : 0x3C00;
+    float one32 = 1.0f;
+    int64_t s1[4] = {1, 1, G, 1}, sv4[4] = {B * Nk, Hkv, 1, Dv}, svq[3] = {B * Nk, Hq, Dv};
+    tg_id ones = TG_NO_ID;
+    void *ob = malloc((size_t)G * tg_dtype_size(dt));
+    if (ob) {
+      for (int64_t i = 0; i < G; i++)
+        memcpy((char *)ob + (size_t)i * tg_dtype_size(dt), dt == TG_F32 ? (void *)&one32 : (void *)&one16,
+               tg_dtype_size(dt));
+      if (tg_tape_input(t, dt, 4, s1, ob, (size_t)G * tg_dtype_size(dt), 0, &ones))
+        tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "the head-repeat constant: %s", tg_tape_error(t));
+      free(ob);
+    } else {
+      tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    vals = tg_reshape(t, tg_mul(t, tg_reshape(t, v, 4, sv4), ones), 3, svq);
+  }
+  tg_graph_attention_options go;
+  tg_graph_attention_options_init(&go);
+  go.dropout_keep = opts->dropout_keep;
+  tg_id glse = TG_NO_ID;
+  if (opts->lse_out) go.lse_out = &glse;
+  int64_t so[4] = {B, Nq, Hq, Dv};
+  tg_id out = tg_reshape(t, tg_graph_attend(t, g, s, vals, &go), 4, so);
+  if (opts->lse_out) { /* [Hq, B * Nq] -> [B, Hq, Nq] */
+    int64_t sl3[3] = {Hq, B, Nq};
+    tg_id l3 = tg_reshape(t, glse, 3, sl3);
+    *opts->lse_out = B == 1 ? tg_reshape(t, l3, 3, (int64_t[3]){1, Hq, Nq}) : tg_transpose(t, l3, 0, 1);
+  }
+  tg_tape_set_provider(t, prev, NULL);
+  return t->status ? TG_NO_ID : out;
+}
+#endif
+
 /* ------------------------------------------------------------ validation */
 
 static bool check_shapes(tg_tape *t, const tgi_value *q, const tgi_value *k, const tgi_value *v, attn_state *st) {
@@ -339,6 +407,9 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
   if (!p || !tgi_need_float_for(t, p, "q", q) || !tgi_need_same_dtype(t, "q", q, "k", k) ||
       !tgi_need_same_dtype(t, "q", q, "v", v) || !check_provider(t, p, st, dt, grad))
     return TG_NO_ID;
+#ifdef TIGA_HAVE_CUDA
+  if (p == TG_PROVIDER_CUDA_COMPOSED && is_graph(rel)) return composed_graph(t, q_id, k_id, v_id, rel, st, dt, opts);
+#endif
 
   int64_t oshape[4] = {st->B, st->Nq, st->Hq, st->Dv}, lshape[3] = {st->B, st->Hq, st->Nq};
   int64_t nrows = st->B * st->Hq * st->Nq;

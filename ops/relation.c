@@ -89,6 +89,7 @@ void tgi_rel_retain(tg_relation *r) { tgi_atomic_add(&r->refs, 1); }
 void tgi_rel_release(tg_relation *r) {
   if (tgi_atomic_add(&r->refs, -1) > 0) return;
   dev_free(r);
+  if (r->batched) tgi_rel_release(r->batched);
   free(r->mask);
   free(r->cu_q);
   free(r->cu_k);
@@ -418,4 +419,21 @@ tg_status tg_relation_read_csr(const tg_relation *r, int64_t batch, int64_t *row
     return s;
   host_rel_to_csr(&v, batch, row_ptr, col_idx);
   return TG_OK;
+}
+
+tg_relation *tgi_rel_batched(tg_tape *t, tg_relation *r, int64_t B) {
+  if (r->batched && r->batched_B == B) return r->batched;
+  if (B > INT32_MAX / (r->nq > r->nk ? r->nq : r->nk))
+    return tgi_fail(t, TG_ERR_SHAPE, "a batch of %lld copies of the relation exceeds %d rows", (long long)B, INT32_MAX),
+           NULL;
+  tg_relation **parts = malloc((size_t)B * sizeof *parts), *out = NULL;
+  if (!parts) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory"), NULL;
+  for (int64_t b = 0; b < B; b++)
+    parts[b] = r;
+  tg_status s = tg_relation_concat(r->rt, (int)B, parts, &out);
+  free(parts);
+  if (s) return tgi_fail(t, s, "batching the relation: %s", tg_last_error()), NULL;
+  if (r->batched) tgi_rel_release(r->batched);
+  r->batched = out, r->batched_B = B;
+  return out;
 }

@@ -19,7 +19,7 @@
 #endif
 
 struct tg_relation {
-  int64_t refs; /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
+  int64_t refs;          /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
   tg_runtime *rt;        /* referenced */
   tg_relation_kind kind; /* as built; CONCAT is stored in the CSR fields */
   int64_t nq, nk;        /* per batch entry (VARLEN: packed totals) */
@@ -45,6 +45,10 @@ struct tg_relation {
   /* A relation built on the device (tg_relation_radius on a CUDA runtime) holds its CSR there;
    * row_ptr / col_idx above are NULL until a host consumer needs them (tgi_rel_host_ready). */
   bool host_pending;
+  /* The block diagonal of `batched_B` copies (composed CSR attention folds a batch into one graph),
+   * built on demand and owned by this relation. */
+  tg_relation *batched;
+  int64_t batched_B;
   /* Destination-major CSR of batch entry 0 for the other kinds (graph ops on the host), built
    * on demand: hcsr_row_ptr [nq + 1], hcsr_col_idx [hcsr_nnz]. */
   int64_t *hcsr_row_ptr;
@@ -76,6 +80,8 @@ tg_relation *tgi_rel_new_simple(tg_runtime *rt, tg_relation_kind kind, int64_t n
  * before tgi_rel_host_view; false + sticky error on t, or a status + message without a tape. */
 bool tgi_rel_host_ready(tg_tape *t, tg_relation *r);
 tg_status tgi_rel_host_sync(tg_relation *r, char *msg);
+/* The block diagonal of B copies of r (B >= 2), cached on r; NULL + sticky error on t. */
+tg_relation *tgi_rel_batched(tg_tape *t, tg_relation *r, int64_t B);
 /* The host kernels' view of r (CONCAT appears as CSR); r's host arrays must be current. */
 void tgi_rel_host_view(const tg_relation *r, host_rel *v);
 /* Destination-major CSR of batch entry 0 (the relation's own arrays for CSR / CONCAT, else a
