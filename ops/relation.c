@@ -55,7 +55,7 @@ static tg_status check_bytes(tg_runtime *rt, const char *fn, const char *arg, co
 static int64_t causal_row(int64_t i, int64_t nq, int64_t nk);
 
 static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
-  tg_relation *r = calloc(1, sizeof *r);
+  tg_relation *r = tgi_calloc(1, sizeof *r);
   if (!r) return NULL;
   r->refs = 1;
   r->rt = rt;
@@ -134,7 +134,7 @@ tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation
 /* r->mask_coarse of a u8 mask [nb, nq, nk] (relation.h). */
 static int mask_coarse(const uint8_t *m, int64_t nb, int64_t nq, int64_t nk) {
   const int64_t cq = (nq + 63) / 64, ck = (nk + 63) / 64;
-  uint8_t *cell = malloc((size_t)(cq * ck));
+  uint8_t *cell = tgi_malloc((size_t)(cq * ck));
   if (!cell) return 0;
   int ok = 1;
   for (int64_t b = 0; b < nb && ok; b++) {
@@ -173,7 +173,7 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
                        batch ? "[batch, nq, nk] mask bytes" : "[nq, nk] mask bytes")))
     return s;
   tg_relation *r = rel_new(rt, TG_REL_MASK, nq, nk);
-  uint8_t *m = malloc((size_t)n);
+  uint8_t *m = tgi_malloc((size_t)n);
   if (!r || !m) {
     if (r) tgi_rel_release(r);
     free(m);
@@ -236,7 +236,7 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   if (nk < 0) return s;
   tg_relation *r = rel_new(rt, TG_REL_VARLEN, nq, nk);
   size_t bytes = (size_t)(n_seqs + 1) * sizeof(int32_t);
-  int32_t *q = malloc(bytes), *k = malloc(bytes);
+  int32_t *q = tgi_malloc(bytes), *k = tgi_malloc(bytes);
   if (!r || !q || !k) {
     if (r) tgi_rel_release(r);
     free(q), free(k);
@@ -303,8 +303,8 @@ tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t 
                          (long long)e, col_idx[e], (long long)e - 1, col_idx[e - 1], (long long)i);
     }
   tg_relation *r = rel_new(rt, TG_REL_CSR, nq, nk);
-  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
-  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  int64_t *rp = tgi_malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = tgi_malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
     if (r) tgi_rel_release(r);
     free(rp), free(ci);
@@ -349,8 +349,8 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
                      "the parts add up to nq = %lld, nk = %lld; expected at most %d each", (long long)nq, (long long)nk,
                      REL_MAX);
   tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);
-  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
-  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  int64_t *rp = tgi_malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = tgi_malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
     if (r) tgi_rel_release(r);
     free(rp), free(ci);

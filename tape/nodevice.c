@@ -48,6 +48,10 @@ void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak) {
 }
 void tgi_device_reset_peak(tgi_device *dev) { (void)dev; }
 void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after) { (void)dev, (void)after; }
+int64_t tgi_device_alloc_failure_pending(const tgi_device *dev) {
+  (void)dev;
+  return -1;
+}
 struct CUstream_st *tgi_device_stream(tgi_device *dev) {
   (void)dev;
   return NULL;
@@ -76,4 +80,9 @@ tg_status tgi_device_h2d_async(tgi_device *dev, void *dst, const void *src, size
 tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg) {
   (void)dev, (void)msg;
   return TG_OK;
+}
+tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag,
+                                    int32_t *flag, char *msg) {
+  (void)dev, (void)dt, (void)x, (void)n, (void)tag, (void)flag;
+  return none(msg);
 }

@@ -12,6 +12,8 @@ bool tgi_op_begin(tg_tape *t, const char *op) {
     return false;
   }
   if (t->status != TG_OK) return false; /* sticky: do nothing */
+  bool acquired;
+  if (!tgi_thread_enter(t->rt, op, &acquired)) return false; /* debug builds: another thread is inside */
   t->cur_op = op;
   t->pending_h2d = t->pending_d2h = 0;
   return true;
@@ -28,21 +30,15 @@ tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
              id == TG_NO_ID ? "TG_NO_ID" : "a negative id");
     return NULL;
   }
-  uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
-  uint32_t gen = (uint32_t)((uint64_t)id >> 32);
-  if ((gen >> TGI_GEN_BITS) != t->tag) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued (another tape's id?)", arg,
-             (long long)id);
-    return NULL;
-  }
-  if (idx >= t->nvals) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued", arg, (long long)id);
-    return NULL;
-  }
-  tgi_value *v = tgi_slot(t, idx);
-  if (v->kind == TGI_FREE || v->gen != gen) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", arg,
-             (long long)id);
+  const char *why;
+  tgi_value *v = tgi_resolve(t, id, &why);
+  if (!v) {
+    if (!strcmp(why, "stale"))
+      tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", arg,
+               (long long)id);
+    else
+      tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued%s", arg, (long long)id,
+               !strcmp(why, "foreign") ? " (another tape's id?)" : "");
     return NULL;
   }
   if (!v->data.valid) {
@@ -149,7 +145,7 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   if (t->status != TG_OK || !t->grad_enabled) return NULL;
   if (t->nnodes == t->capnodes) {
     uint32_t nc = t->capnodes ? t->capnodes * 2 : 256;
-    tgi_node *nn = realloc(t->nodes, nc * sizeof *nn);
+    tgi_node *nn = tgi_realloc(t->nodes, nc * sizeof *nn);
     if (!nn) {
       tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for a node");
       return NULL;
@@ -158,7 +154,8 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
     t->capnodes = nc;
   }
   uint32_t *ins = n_in ? tgi_arena_alloc(&t->host_arena, n_in * sizeof *ins) : NULL;
-  if (n_in && !ins) {
+  uint64_t *vers = n_in ? tgi_arena_alloc(&t->host_arena, n_in * sizeof *vers) : NULL;
+  if (n_in && (!ins || !vers)) {
     tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for a node");
     return NULL;
   }
@@ -167,8 +164,11 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   n->cap = cap;
   n->n_in = n_in;
   n->in = ins;
-  for (uint32_t i = 0; i < n_in; i++)
+  n->in_ver = vers;
+  for (uint32_t i = 0; i < n_in; i++) {
     ins[i] = tgi_slot_of(t, in[i]);
+    vers[i] = in[i] ? in[i]->version : 0;
+  }
   n->n_out = n_out;
   bool grad = tgi_needs_grad(t, n_in, in);
   for (uint32_t i = 0; i < n_out && i < 2; i++) {
@@ -180,6 +180,10 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   n->d2h = t->pending_d2h;
   t->pending_h2d = t->pending_d2h = 0;
   t->nnodes++;
+  if (t->check_finite) {
+    tgi_finite_forward(t, t->nnodes - 1);
+    n = &t->nodes[t->nnodes - 1];
+  }
   return n;
 }
 
@@ -193,6 +197,7 @@ void tgi_nodes_drop(tg_tape *t, uint32_t from) {
 }
 
 tg_id tgi_done(tg_tape *t, tgi_value *v) {
+  tgi_thread_leave(t->rt);
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);
 }

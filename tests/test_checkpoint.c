@@ -11,7 +11,7 @@
 /* Only to compare optimizer state and step counts, which the public API does not expose. */
 #include "tape/internal.h"
 
-static tgi_value *val(tg_tape *t, tg_id id) { return tgi_slot(t, (uint32_t)((uint64_t)id & 0xffffffffu)); }
+static tgi_value *val(tg_tape *t, tg_id id) { return tgi_slot(t, tgi_id_slot(id)); }
 
 /* A scratch directory per test (tests run in parallel processes). */
 static char g_dir[64];
