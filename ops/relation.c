@@ -342,12 +342,16 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
                        "argument 'parts' has parts[%d], a per-batch mask (batch %lld); expected relations that are the "
                        "same for every batch entry (a shared mask has batch 0)",
                        p, (long long)r->mask_batch);
-    nq += r->nq, nk += r->nk, nnz += r->allowed;
+    /* checked as they add up: each part is within REL_MAX, so no partial sum can overflow */
+    nq += r->nq, nk += r->nk;
+    if (nq > REL_MAX || nk > REL_MAX)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "parts[0..%d] add up to nq = %lld, nk = %lld; expected at most %d each", p, (long long)nq,
+                       (long long)nk, REL_MAX);
+    if (r->allowed > (INT64_MAX / 8) - nnz)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "parts[0..%d] hold more than 2^60 allowed pairs; at most 2^60 can be concatenated", p);
+    nnz += r->allowed;
   }
-  if (nq > REL_MAX || nk > REL_MAX)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                     "the parts add up to nq = %lld, nk = %lld; expected at most %d each", (long long)nq, (long long)nk,
-                     REL_MAX);
   tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);
   int64_t *rp = tgi_malloc((size_t)(nq + 1) * sizeof *rp);
   int32_t *ci = tgi_malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
