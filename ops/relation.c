@@ -51,8 +51,8 @@ static tg_status check_bytes(tg_runtime *rt, const char *fn, const char *arg, co
   return TG_OK;
 }
 
-/* Allowed keys of query i under bottom-right causal alignment: j <= i + nk - nq. */
-static int64_t causal_row(int64_t i, int64_t nq, int64_t nk);
+/* Allowed pairs of a causal [nq, nk] relation (bottom-right aligned: j <= i + nk - nq). */
+static int64_t causal_pairs(int64_t nq, int64_t nk);
 
 static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
   tg_relation *r = tgi_calloc(1, sizeof *r);
@@ -64,8 +64,7 @@ static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, i
   r->nq = nq;
   r->nk = nk;
   if (kind == TG_REL_CAUSAL)
-    for (int64_t i = 0; i < nq; i++)
-      r->allowed += causal_row(i, nq, nk);
+    r->allowed = causal_pairs(nq, nk);
   else
     r->allowed = nq * nk;
   return r;
@@ -108,9 +107,16 @@ void tgi_rel_hold(tgi_node *n, tg_relation *r) {
   n->drop = drop_rel;
 }
 
-static int64_t causal_row(int64_t i, int64_t nq, int64_t nk) {
-  int64_t c = i + nk - nq + 1;
-  return c < 0 ? 0 : c > nk ? nk : c;
+/* Row i allows min(max(i + off, 0), nk) keys, off = nk - nq + 1; their sum in closed form (sizes up
+ * to 2^31: a loop over the rows took seconds): rows with i + off <= 0 add 0, rows with
+ * 0 < i + off < nk add i + off, rows with i + off >= nk add nk. */
+static int64_t causal_pairs(int64_t nq, int64_t nk) {
+  int64_t off = nk - nq + 1, total = 0;
+  int64_t a = 1 - off > 0 ? 1 - off : 0, b = nk - 1 - off < nq - 1 ? nk - 1 - off : nq - 1;
+  if (b >= a) total += (b - a + 1) * (a + b + 2 * off) / 2;
+  int64_t c = nk - off > 0 ? nk - off : 0;
+  if (nq > c) total += nk * (nq - c);
+  return total;
 }
 
 static tg_status simple(tg_runtime *rt, const char *fn, tg_relation_kind kind, int64_t nq, int64_t nk,
@@ -253,9 +259,7 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   r->allowed = 0;
   for (int i = 0; i < n_seqs; i++) {
     int64_t lq = q[i + 1] - q[i], lk = k[i + 1] - k[i];
-    if (!r->causal) r->allowed += lq * lk;
-    for (int64_t a = 0; r->causal && a < lq; a++)
-      r->allowed += causal_row(a, lq, lk);
+    r->allowed += r->causal ? causal_pairs(lq, lk) : lq * lk;
   }
   *out = r;
   return TG_OK;

@@ -83,13 +83,15 @@ static int32_t read_flag(tg_tape *t, int k) {
   return v;
 }
 
+static void read_forward_flag(tg_tape *t);
+
 /* Checks buffer b of value v (node i) where it is current: host now, device by flag k with tag. */
 static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, int k, int32_t tag, bool grad) {
   if (v->dtype != TG_F32 && v->dtype != TG_F64 && v->dtype != TG_F16 && v->dtype != TG_BF16) return true;
   if (b->valid & TGI_ON_HOST) {
     if (tgi_host_first_nonfinite((tg_dtype)v->dtype, b->h, v->numel) < 0) return true;
     /* an earlier node's device finding comes first */
-    if (!grad && t->nf_fwd_dev) tgi_finite_resolve(t);
+    if (!grad) read_forward_flag(t);
     if (grad && t->nf_bwd_dev) tgi_finite_sweep_end(t);
     nonfinite(t, i, grad, tgi_slot_of(t, v));
     return false;
@@ -110,19 +112,28 @@ static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, in
   return true;
 }
 
-void tgi_finite_forward(tg_tape *t, uint32_t i) {
-  const tgi_node *n = &t->nodes[i];
-  for (uint32_t o = 0; o < n->n_out && o < 2 && !t->status; o++) {
-    tgi_value *v = tgi_slot(t, n->out[o]);
-    if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false)) return;
+void tgi_finite_forward(tg_tape *t) {
+  for (; t->nf_checked < t->nnodes && !t->status; t->nf_checked++) {
+    uint32_t i = t->nf_checked;
+    const tgi_node *n = &t->nodes[i];
+    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+      tgi_value *v = tgi_slot(t, n->out[o]);
+      if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false)) return;
+    }
   }
 }
 
-void tgi_finite_resolve(tg_tape *t) {
+/* The device's forward finding, if any, becomes the sticky error. */
+static void read_forward_flag(tg_tape *t) {
   if (!t->nf_fwd_dev || !t->dev_flags) return;
   t->nf_fwd_dev = false;
   int32_t f = read_flag(t, 0);
   if (f > 0) nonfinite(t, (uint32_t)(INT32_MAX - f), false, UINT32_MAX);
+}
+
+void tgi_finite_resolve(tg_tape *t) {
+  if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t); /* nodes not checked yet */
+  read_forward_flag(t);
 }
 
 tg_status tgi_finite_sweep_begin(tg_tape *t) {
@@ -159,11 +170,13 @@ tg_status tg_tape_set_check_finite(tg_tape *t, int on, int *previous) {
   }
   TGI_GUARD(t->rt, "tg_tape_set_check_finite", TG_ERR_STATE);
   if (previous) *previous = t->check_finite ? 1 : 0;
+  if (on && !t->check_finite) t->nf_checked = t->nnodes; /* the nodes recorded after this call */
   t->check_finite = on != 0;
   return TG_OK;
 }
 
 void tgi_finite_reset(tg_tape *t) {
+  t->nf_checked = 0;
   t->nf_fwd_dev = t->nf_bwd_dev = false;
   if (!t->dev_flags) return;
   char msg[TGI_MSG_CAP];

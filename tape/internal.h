@@ -210,6 +210,7 @@ struct tg_tape {
 
   bool grad_enabled;
   bool check_finite; /* anomaly mode (tape/finite.c) */
+  uint32_t nf_checked; /* nodes [0, nf_checked) had their outputs checked (or predate the mode) */
   bool nf_fwd_dev;   /* device checks of outputs issued since the last look at dev_flags[0] */
   bool nf_bwd_dev;   /* device checks of gradients issued in this sweep */
   int32_t *dev_flags; /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
@@ -256,8 +257,9 @@ static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
 int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n);
 /* The device flags of the tape (zeroed at first use); NULL + returned error on failure. */
 int32_t *tgi_dev_flags(tg_tape *t, tg_status *st, char *msg);
-/* Forward: checks the outputs of node `node` just recorded (host at once, device by a flag). */
-void tgi_finite_forward(tg_tape *t, uint32_t node);
+/* Forward: checks the outputs of the nodes recorded since the last check (host at once, device by
+ * a flag). Called when an op call ends (tgi_done), so each node is complete (its describe works). */
+void tgi_finite_forward(tg_tape *t);
 /* Makes device findings of the forward sticky (reads the flag once: a wait for the device). */
 void tgi_finite_resolve(tg_tape *t);
 /* Backward: at the start of a sweep; after node `node`'s backward ran (false: a non-finite gradient

@@ -123,6 +123,12 @@ tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape) {
   v->ndim = (uint8_t)ndim;
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 1) { /* no value is empty (kernels divide by sizes): an op that would make one fails */
+      tgi_fail(t, TG_ERR_SHAPE, "the result would have size %lld at dim %d; every size must be >= 1",
+               (long long)shape[i], i);
+      v->kind = TGI_RESULT; /* dropped by the next reset */
+      return NULL;
+    }
     v->shape[i] = shape[i];
     n *= shape[i];
   }
@@ -180,10 +186,6 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   n->d2h = t->pending_d2h;
   t->pending_h2d = t->pending_d2h = 0;
   t->nnodes++;
-  if (t->check_finite) {
-    tgi_finite_forward(t, t->nnodes - 1);
-    n = &t->nodes[t->nnodes - 1];
-  }
   return n;
 }
 
@@ -197,6 +199,7 @@ void tgi_nodes_drop(tg_tape *t, uint32_t from) {
 }
 
 tg_id tgi_done(tg_tape *t, tgi_value *v) {
+  if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t);
   tgi_thread_leave(t->rt);
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);

@@ -102,6 +102,11 @@ static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count
 #ifndef TIGA_HAVE_CUDA
     if (e->side == TGI_ON_DEV) ok = false;
 #endif
+    if (v->opt_step < 0 || v->opt_step == INT64_MAX) { /* e.g. a checkpoint's count: ++ must not overflow */
+      free(it);
+      return tgi_error(t, TG_ERR_STATE, "%s: parameter %zu (id %lld) has step count %lld; no further step is possible",
+                       fn, pos, (long long)tgi_id_of(t, v), (long long)v->opt_step);
+    }
     if (!ok) {
       bool host = e->side == TGI_ON_HOST;
       free(it);
