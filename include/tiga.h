@@ -411,7 +411,8 @@ TG_API tg_id tg_relu(tg_tape *tape, tg_id x);
 TG_API tg_id tg_leaky_relu(tg_tape *tape, tg_id x, double slope);
 /* ELU: y = x for x > 0, alpha * (exp(x) - 1) otherwise (alpha > 0; GAT uses 1). */
 TG_API tg_id tg_elu(tg_tape *tape, tg_id x, double alpha);
-/* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Value and gradient are
+ * finite for every finite x (where tanh saturates the gradient is exactly 1 or 0). */
 TG_API tg_id tg_gelu(tg_tape *tape, tg_id x);
 TG_API tg_id tg_tanh(tg_tape *tape, tg_id x);
 /* Softmax over the last dim. */
@@ -560,7 +561,13 @@ TG_API tg_status tg_relation_radius_value(tg_tape *tape, tg_id pos_dst, tg_id po
  *   q [B, Nq, Hq, D], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv]; Hq a multiple of Hkv (GQA/MQA).
  *   out [B, Nq, Hq, Dv] in q's dtype; lse [B, Hq, Nq] f32 (log-sum-exp of the scaled scores).
  * A query with no allowed key outputs 0, receives 0 gradient, and has lse = -inf. A blocked
- * pair contributes nothing to numerator or denominator. No NaN is produced for finite inputs.
+ * pair contributes nothing to numerator or denominator.
+ * NaN-free domain. HOST: no NaN in out or lse for any finite inputs and scale. Scores that overflow
+ * to +-inf (f64 q, k ~ 1e160, or scale ~ 1e308) are taken as limits: a row whose largest score is
+ * +inf weights its +inf keys equally (lse = +inf) and its scores get zero gradient; a row whose
+ * scores are all -inf is treated as a row with no allowed key. HOST gradients are NaN-free as well
+ * when the incoming gradient is finite and no product scale * p * (dout . v) overflows. CUDA
+ * providers: no NaN when every score scale * q . k is finite in f32 (|score| < 3.4e38).
  * Providers: HOST (f32/f64, every relation), CUDA_COMPOSED (cuBLAS + masked softmax; saves the
  * probabilities), CUDA_FUSED (online softmax; saves only lse; f16/bf16/f32). */
 /* Attention's default scale 1/sqrt(D) (D from the call): the value tg_attention_options_init and
