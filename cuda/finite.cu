@@ -18,8 +18,7 @@ template <typename U, U kExp> static tg_status flag(cudaStream_t s, const void *
   return TG_OK;
 }
 
-extern "C" tg_status cuda_flag_nonfinite(tgc_stream s, tg_dtype dt, const void *x, int64_t n, int32_t tag,
-                                         int32_t *f) {
+extern "C" tg_status cuda_flag_nonfinite(tgc_stream s, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *f) {
   switch (dt) {
   case TG_F32: return flag<unsigned, 0x7f800000u>(s, x, n, tag, f);
   case TG_F64: return flag<unsigned long long, 0x7ff0000000000000ull>(s, x, n, tag, f);

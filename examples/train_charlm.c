@@ -48,6 +48,7 @@ enum {
   F_SAMPLE,
   F_TEMP,
   F_TOPK,
+  F_CHECKFINITE,
   NFLAGS
 };
 typedef enum { T_INT, T_DBL, T_STR, T_CHOICE } ftype;
@@ -98,6 +99,9 @@ static const flag FLAGS[NFLAGS] = {
     [F_SAMPLE] = {"sample-chars", T_INT, 0, 1e6, 0, "500", "300", "characters to generate at the end"},
     [F_TEMP] = {"temperature", T_DBL, 0, 100, 1, "0.8", "0.8", "sampling temperature (> 0)"},
     [F_TOPK] = {"top-k", T_INT, 0, 256, 0, "200", "200", "sample among the k most likely characters; 0 = all"},
+    [F_CHECKFINITE] = {"check-finite", T_INT, 0, 1, 0, "0", "0",
+                       "1: anomaly mode (tg_tape_set_check_finite): the first NaN / inf of a step stops the run "
+                       "naming its node"},
 };
 
 typedef struct opts {
@@ -473,6 +477,10 @@ int main(int argc, char **argv) {
     goto done;
   }
   if (charlm_model_init(&m, rt, &cfg, (uint64_t)o.i[F_SEED], err)) goto done;
+  if (o.i[F_CHECKFINITE] && tg_tape_set_check_finite(m.tape, 1, NULL)) {
+    snprintf(err, sizeof err, "tg_tape_set_check_finite: %s", tg_tape_error(m.tape));
+    goto done;
+  }
   printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters; dtype %s, attention %s\n",
          cfg.layers, cfg.heads, cfg.d_model, cfg.context, cfg.vocab, (double)m.n_params / 1e6, o.s[F_DTYPE],
          o.s[F_ATTENTION]);

@@ -353,7 +353,8 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
                        "parts[0..%d] add up to nq = %lld, nk = %lld; expected at most %d each", p, (long long)nq,
                        (long long)nk, REL_MAX);
     if (r->allowed > (INT64_MAX / 8) - nnz)
-      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn, "parts[0..%d] hold more than 2^60 allowed pairs; at most 2^60 can be concatenated", p);
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "parts[0..%d] hold more than 2^60 allowed pairs; at most 2^60 can be concatenated", p);
     nnz += r->allowed;
   }
   tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);

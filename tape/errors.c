@@ -36,7 +36,8 @@ tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) {
 }
 
 bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) {
-  tgi_thread_leave(t->rt); /* an op call ends with its failure (debug builds' thread check) */
+  /* an op call ends with its failure (debug builds' thread check) */
+  tgi_thread_leave(t->rt);
   if (t->status != TG_OK) return false; /* the first failure wins */
   char tmp[TGI_MSG_CAP];
   va_list ap;

@@ -57,9 +57,8 @@ static void nonfinite(tg_tape *t, uint32_t i, bool grad, uint32_t slot) {
   tgi_explain_node(t, i, line, sizeof line);
   if (slot != UINT32_MAX) snprintf(which, sizeof which, " v%u", slot);
   t->status = TG_ERR_NONFINITE;
-  snprintf(t->msg, sizeof t->msg,
-           "check_finite: node #%u (%s, %s) %s a non-finite value (NaN or inf)%s%s; node: %s", i, t->nodes[i].cap->op,
-           tg_provider_name(t->nodes[i].cap->provider), grad ? "computed" : "produced",
+  snprintf(t->msg, sizeof t->msg, "check_finite: node #%u (%s, %s) %s a non-finite value (NaN or inf)%s%s; node: %s", i,
+           t->nodes[i].cap->op, tg_provider_name(t->nodes[i].cap->provider), grad ? "computed" : "produced",
            grad ? " in the gradient of its input" : " in its output", which, line);
   tgi_set_last_error("%s", t->msg);
 }

@@ -76,8 +76,8 @@ void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after);
 int64_t tgi_device_alloc_failure_pending(const tgi_device *dev);
 /* Anomaly mode's device check: *flag = max(*flag, tag) when one of the n elements of x (a float
  * dtype) is NaN or +-inf; stream-ordered, nothing waits. */
-tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag,
-                                    int32_t *flag, char *msg);
+tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *flag,
+                                    char *msg);
 /* Handles the CUDA launchers take (opaque to C; see cuda/launch.h). NULL without a device. */
 struct CUstream_st;
 struct cublasContext;
@@ -90,7 +90,7 @@ void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
  * Reference counted (tiga.h: lifetimes): the caller's handle, each tape and each relation hold
  * one reference; the device is closed when the last one is dropped. */
 struct tg_runtime {
-  int64_t refs; /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
+  int64_t refs;    /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
   uintptr_t owner; /* debug builds: the thread inside a call on this runtime (TGI_GUARD), 0 if none */
   tgi_device *dev; /* NULL on a host-only runtime */
   int device_index;
@@ -128,7 +128,7 @@ typedef enum tgi_kind {
 } tgi_kind;
 
 typedef struct tgi_value {
-  uint64_t gen; /* (tape tag << TGI_GEN_BITS) | the slot's generation (see tgi_make_id) */
+  uint64_t gen;     /* (tape tag << TGI_GEN_BITS) | the slot's generation (see tgi_make_id) */
   uint64_t version; /* bumped by every write of the data after creation (tgi_value_bump_version) */
   uint8_t kind;
   uint8_t dtype;
@@ -209,12 +209,12 @@ struct tg_tape {
   const char *cur_op;    /* name of the op being called (message prefix) */
 
   bool grad_enabled;
-  bool check_finite; /* anomaly mode (tape/finite.c) */
+  bool check_finite;   /* anomaly mode (tape/finite.c) */
   uint32_t nf_checked; /* nodes [0, nf_checked) had their outputs checked (or predate the mode) */
-  bool nf_fwd_dev;   /* device checks of outputs issued since the last look at dev_flags[0] */
-  bool nf_bwd_dev;   /* device checks of gradients issued in this sweep */
-  int32_t *dev_flags; /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
-                         [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
+  bool nf_fwd_dev;     /* device checks of outputs issued since the last look at dev_flags[0] */
+  bool nf_bwd_dev;     /* device checks of gradients issued in this sweep */
+  int32_t *dev_flags;  /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
+                          [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
   tg_provider provider;
   uint64_t seed;
   uint64_t rng_calls;

@@ -81,8 +81,8 @@ tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg) {
   (void)dev, (void)msg;
   return TG_OK;
 }
-tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag,
-                                    int32_t *flag, char *msg) {
+tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *flag,
+                                    char *msg) {
   (void)dev, (void)dt, (void)x, (void)n, (void)tag, (void)flag;
   return none(msg);
 }

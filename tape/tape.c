@@ -220,7 +220,10 @@ tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_
   }
   if (id < 0)
     tgi_error(t, *st, "%s: argument '%s' is %s; expected the id of a value (was it the result of a failed op?)", fn,
-              arg, id == TG_NO_ID ? "TG_NO_ID" : id == TG_ABSENT ? "TG_ABSENT" : "a negative id");
+              arg,
+              id == TG_NO_ID    ? "TG_NO_ID"
+              : id == TG_ABSENT ? "TG_ABSENT"
+                                : "a negative id");
   else if (!strcmp(why, "stale"))
     tgi_error(t, *st, "%s: argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", fn, arg,
               (long long)id);

@@ -39,8 +39,16 @@ static void fixture_init(fixture *f) {
 }
 
 static charlm_config config(const fixture *f, int gpu) {
-  charlm_config c = {1, 2, 16, T, f->d.vocab, 0.1, TG_F32, gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
-                     gpu ? TG_PROVIDER_CUDA_FUSED : TG_PROVIDER_HOST, 0.1};
+  charlm_config c = {1,
+                     2,
+                     16,
+                     T,
+                     f->d.vocab,
+                     0.1,
+                     TG_F32,
+                     gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
+                     gpu ? TG_PROVIDER_CUDA_FUSED : TG_PROVIDER_HOST,
+                     0.1};
   return c;
 }
 
@@ -198,7 +206,6 @@ static void walk(int gpu) {
   charlm_data_free(&f.d);
   tg_runtime_destroy(in.rt);
 }
-
 
 /* Model creation under every failing allocation: a status, and nothing leaks. */
 static void walk_model_init(void) {

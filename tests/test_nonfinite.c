@@ -18,8 +18,8 @@ Test(anomaly, forward_names_the_first_node) {
   cr_assert_eq(tg_tape_set_check_finite(t, 1, NULL), TG_OK);
   double x[3] = {1, 1e200, 3};
   tg_id a = ts_input(t, TG_F64, 1, S3, x, TG_REQUIRES_GRAD);
-  tg_id b = tg_scale(t, a, 2);             /* node #0: finite */
-  tg_id c = tg_mul(t, b, b);               /* node #1: 4e400 = inf */
+  tg_id b = tg_scale(t, a, 2); /* node #0: finite */
+  tg_id c = tg_mul(t, b, b);   /* node #1: 4e400 = inf */
   cr_expect_neq(b, TG_NO_ID);
   cr_expect_eq(c, TG_NO_ID, "the op that made the inf returns TG_NO_ID in anomaly mode");
   TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #1 (mul, host) produced a non-finite value");
@@ -289,7 +289,8 @@ static void attention_case(const double *q, const double *k, double scale, const
   ts_read(t, y, out, 6);
   for (int i = 0; i < 6; i++) {
     cr_expect(!isnan(out[i]), "out[%d] is NaN", i);
-    if (want_out) cr_expect(fabs(out[i] - want_out[i]) <= 1e-12 * fabs(want_out[i]), "out[%d] %g vs %g", i, out[i], want_out[i]);
+    if (want_out)
+      cr_expect(fabs(out[i] - want_out[i]) <= 1e-12 * fabs(want_out[i]), "out[%d] %g vs %g", i, out[i], want_out[i]);
   }
   cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
   for (int a = 0; a < 3; a++) {

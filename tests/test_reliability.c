@@ -30,8 +30,8 @@ Test(versions, input_rewritten_after_forward_is_refused) {
   const char *m = tg_tape_error(t);
   char idtxt[64];
   snprintf(idtxt, sizeof idtxt, "id %lld", (long long)x);
-  cr_expect(strstr(m, "node #0 (mul, host)") && strstr(m, idtxt) && strstr(m, "version 1") &&
-                strstr(m, "version 2") && strstr(m, "in=["),
+  cr_expect(strstr(m, "node #0 (mul, host)") && strstr(m, idtxt) && strstr(m, "version 1") && strstr(m, "version 2") &&
+                strstr(m, "in=["),
             "message lacks node, op, id, versions or explain line: %s", m);
   /* nothing accumulated, and the tape is usable: a new forward gives the right gradient */
   ts_read_grad(t, w, g, 3);
@@ -141,7 +141,8 @@ Test(ids, another_tapes_id_is_never_accepted, .timeout = 120) {
     cr_assert_neq(vb, va, "tape %d issued an id equal to a live tape's", k);
     int64_t n = 0;
     tg_status s = tg_tape_numel(b, va, &n);
-    if (s != TG_ERR_INVALID_ID) cr_assert_fail("tape %d accepted the id of another live tape (%s)", k, tg_status_string(s));
+    if (s != TG_ERR_INVALID_ID)
+      cr_assert_fail("tape %d accepted the id of another live tape (%s)", k, tg_status_string(s));
     tg_tape_destroy(b);
   }
   tg_tape_destroy(a);

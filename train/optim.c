@@ -23,9 +23,9 @@
 /* A parameter to update: where its gradient is and facts taken before pass 1 changes them. */
 typedef struct item {
   tgi_value *v;
-  size_t index; /* position in tg_tape_parameters order (messages) */
-  int side;     /* TGI_ON_HOST or TGI_ON_DEV */
-  bool first;   /* no momentum buffer yet (SGD) */
+  size_t index;      /* position in tg_tape_parameters order (messages) */
+  int side;          /* TGI_ON_HOST or TGI_ON_DEV */
+  bool first;        /* no momentum buffer yet (SGD) */
   bool had_m, had_v; /* state buffers valid before this call (place_all's rollback) */
 } item;
 

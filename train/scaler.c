@@ -36,11 +36,11 @@ tg_status tg_loss_scaler_create(const tg_loss_scaler_options *opts, tg_loss_scal
     tgi_set_last_error("%s: argument 'opts' (tg_loss_scaler_options): %s", fn, why);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  const char *bad = !(isfinite(o.init_scale) && o.init_scale > 0)                   ? "init_scale (expected finite > 0)"
-                    : !(isfinite(o.growth_factor) && o.growth_factor > 1)           ? "growth_factor (expected finite > 1)"
-                    : !(o.backoff_factor > 0 && o.backoff_factor < 1)               ? "backoff_factor (expected in (0, 1))"
-                    : o.growth_interval < 1                                         ? "growth_interval (expected >= 1)"
-                                                                                    : NULL;
+  const char *bad = !(isfinite(o.init_scale) && o.init_scale > 0)         ? "init_scale (expected finite > 0)"
+                    : !(isfinite(o.growth_factor) && o.growth_factor > 1) ? "growth_factor (expected finite > 1)"
+                    : !(o.backoff_factor > 0 && o.backoff_factor < 1)     ? "backoff_factor (expected in (0, 1))"
+                    : o.growth_interval < 1                               ? "growth_interval (expected >= 1)"
+                                                                          : NULL;
   if (bad) {
     tgi_set_last_error("%s: option %s is out of range: init_scale %g, growth_factor %g, backoff_factor %g, "
                        "growth_interval %lld",
@@ -73,8 +73,9 @@ tg_status tg_loss_scaler_state(const tg_loss_scaler *sc, double *scale, int64_t 
 tg_id tg_loss_scaler_scale(tg_tape *t, tg_loss_scaler *sc, tg_id loss) {
   if (!tgi_op_begin(t, "tg_loss_scaler_scale")) return TG_NO_ID;
   if (!sc)
-    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'scaler' is NULL; expected a scaler from "
-                                                "tg_loss_scaler_create"),
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "argument 'scaler' is NULL; expected a scaler from "
+                    "tg_loss_scaler_create"),
            TG_NO_ID;
   tgi_thread_leave(t->rt); /* tg_scale is a call of its own */
   return tg_scale(t, loss, sc->scale);
@@ -100,7 +101,8 @@ tg_status tg_loss_scaler_unscale(tg_tape *t, tg_loss_scaler *sc, int *found_inf)
   }
   TGI_GUARD(t->rt, fn, TG_ERR_STATE);
   tgi_finite_resolve(t);
-  if (t->status) return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
+  if (t->status)
+    return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
   if (!sc || !found_inf)
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument '%s' is NULL", fn, !sc ? "scaler" : "found_inf");
   *found_inf = 0;

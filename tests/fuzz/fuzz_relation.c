@@ -163,7 +163,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       }
       size_t es = dt == TG_F32 ? 4 : 8;
       const void *d = dt == TG_F32 ? (const void *)fd : pd, *s = dt == TG_F32 ? (const void *)fs : ps;
-      size_t db = dim >= 1 && dim <= 3 ? (size_t)(nd * dim) * es : 0, sb = dim >= 1 && dim <= 3 ? (size_t)(ns * dim) * es : 0;
+      size_t db = dim >= 1 && dim <= 3 ? (size_t)(nd * dim) * es : 0,
+             sb = dim >= 1 && dim <= 3 ? (size_t)(ns * dim) * es : 0;
       tg_radius_options o;
       tg_radius_options_init(&o);
       o.max_neighbors = fz_u8(&f) % 4 ? 0 : fz_range(&f, -1, 4);
