@@ -49,7 +49,7 @@ rm -f /tmp/tiga_fuzz_probe.$$
 out=build-fuzz
 mkdir -p "$out/obj"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-cflags="-std=c11 -O1 -g -Iinclude -Wall -Wextra -Werror $san"
+cflags="-std=c11 -O1 -g -Iinclude -I. -Wall -Wextra -Werror $san"
 
 echo "== build ($out/, $CC, ASan + UBSan + libFuzzer coverage)"
 srcs=$(ls tape/*.c ops/*.c train/*.c host/*.c)

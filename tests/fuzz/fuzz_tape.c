@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "tape/internal.h" /* only to check that no call leaves the runtime's thread-owner slot taken */
 #include "tiga.h"
 
 #define POOL 48
@@ -463,6 +464,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     case 11: op_backward(m); break;
     default: op_misc(m);
     }
+    /* debug builds: every call gave the runtime's owner slot back (else another thread would be
+     * refused forever) */
+    if (TGI_THREAD_CHECK && __atomic_load_n(&m->rt->owner, __ATOMIC_RELAXED) != 0) trap();
     /* a sticky error stops the ops: clear it now and then to go on exploring */
     if (tg_tape_status(m->t) != TG_OK && fz_u8(&m->f) % 2) tg_tape_reset(m->t);
   }
