@@ -1,6 +1,7 @@
 /* The reverse sweep. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void seed_one(void *p, tg_dtype dt) {
@@ -124,6 +125,10 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     s = n->cap->backward(t, n);
     if (s != TG_OK || t->status != TG_OK) {
       if (t->status == TG_OK) tgi_fail(t, s, "backward failed");
+      char msg[TGI_MSG_CAP]; /* the message names the call, then the node that failed */
+      memcpy(msg, t->msg, sizeof msg);
+      snprintf(t->msg, sizeof t->msg, "%s: node #%d (%s, %s): %s", fn, (int)i, n->cap->op,
+               tg_provider_name(n->cap->provider), msg);
       goto failed;
     }
     if (t->check_finite && !tgi_finite_backward(t, (uint32_t)i)) return t->status; /* sticky */
@@ -132,7 +137,13 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
   return t->status; /* TG_OK, or anomaly mode's sticky TG_ERR_NONFINITE */
 failed:
   s = t->status;
-  t->status = TG_OK; /* a failed sweep is reported, not sticky: the tape stays usable */
+  t->status = TG_OK;                     /* a failed sweep is reported, not sticky: the tape stays usable */
+  if (strncmp(t->msg, fn, strlen(fn))) { /* a failure before the nodes: name the call */
+    char msg[TGI_MSG_CAP];
+    memcpy(msg, t->msg, sizeof msg);
+    snprintf(t->msg, sizeof t->msg, "%s: %s", fn, msg);
+  }
+  tgi_set_last_error("%s", t->msg);
   return s ? s : TG_ERR_INTERNAL;
 }
 

@@ -298,6 +298,31 @@ Test(oom, message_names_the_failing_call) {
   tg_runtime_destroy(rt);
 }
 
+/* A backward that runs out of memory names tg_tape_backward and the node. */
+Test(oom, backward_message_names_call_and_node) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  static double x[1 << 18];
+  const int64_t s2[2] = {512, 512}, sw[2] = {512, 4};
+  static double w[2048];
+  tg_id xi = ts_input(t, TG_F64, 2, s2, x, 0);
+  tg_id wi = ts_param(t, TG_F64, 2, sw, w);
+  tg_id L = tg_sum(t, tg_linear(t, xi, wi, TG_ABSENT));
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  tg_status s = TG_OK;
+  for (int64_t k = 0; k < 64 && s == TG_OK; k++) { /* the first k whose failure the sweep reports */
+    tg_tape_zero_grad(t);
+    tg_inject_host_alloc_failure(k, NULL);
+    s = tg_tape_backward(t, L);
+    tg_inject_host_alloc_failure(-1, NULL);
+  }
+  cr_expect_eq(s, TG_ERR_OUT_OF_MEMORY);
+  cr_expect(strncmp(tg_tape_error(t), "tg_tape_backward: ", 18) == 0, "message: %s", tg_tape_error(t));
+  cr_expect_eq(tg_tape_status(t), TG_OK);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
 Test(oom, host_injection_hook) {
   int64_t pending = 7;
   cr_expect_eq(tg_inject_host_alloc_failure(3, &pending), TG_OK);
