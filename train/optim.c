@@ -102,11 +102,6 @@ static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count
 #ifndef TIGA_HAVE_CUDA
     if (e->side == TGI_ON_DEV) ok = false;
 #endif
-    if (v->opt_step < 0 || v->opt_step == INT64_MAX) { /* e.g. a checkpoint's count: ++ must not overflow */
-      free(it);
-      return tgi_error(t, TG_ERR_STATE, "%s: parameter %zu (id %lld) has step count %lld; no further step is possible",
-                       fn, pos, (long long)tgi_id_of(t, v), (long long)v->opt_step);
-    }
     if (!ok) {
       bool host = e->side == TGI_ON_HOST;
       free(it);
@@ -170,6 +165,15 @@ static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
     }
     return unstick(t);
   }
+  return TG_OK;
+}
+
+/* Step counts an update can increment (a checkpoint's count near INT64_MAX must not overflow). */
+static tg_status check_steps(tg_tape *t, const char *fn, const item *it, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (it[k].v->opt_step < 0 || it[k].v->opt_step == INT64_MAX)
+      return tgi_error(t, TG_ERR_STATE, "%s: parameter %zu (id %lld) has step count %lld; no further step is possible",
+                       fn, it[k].index, (long long)tgi_id_of(t, it[k].v), (long long)it[k].v->opt_step);
   return TG_OK;
 }
 
@@ -259,7 +263,8 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *opts) {
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
   int nstate = o->momentum != 0 ? 1 : 0; /* PyTorch keeps no buffer without momentum */
-  if ((s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, nstate))) goto done;
+  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, nstate)))
+    goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
     bufs b = place(t, e, nstate); /* already placed: no allocation or copy can fail here */
@@ -313,7 +318,8 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
   item *it;
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
-  if ((s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, 2))) goto done;
+  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, 2)))
+    goto done;
 #ifdef TIGA_HAVE_CUDA
   /* device parameters: gathered per dtype and updated by multi-tensor launches */
   mt_groups gr;
