@@ -318,18 +318,19 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
   item *it;
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
-  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, 2)))
-    goto done;
 #ifdef TIGA_HAVE_CUDA
-  /* device parameters: gathered per dtype and updated by multi-tensor launches */
+  /* device parameters: gathered per dtype and updated by multi-tensor launches (the table is
+   * allocated before pass 1, which must be the last thing that can fail) */
   mt_groups gr;
   mt_layout(it, n, &gr);
-  cuda_mt_tensor *mt = tgi_malloc(n * sizeof *mt);
+  cuda_mt_tensor *mt = tgi_malloc((n ? n : 1) * sizeof *mt);
   if (!mt) {
-    s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    goto done;
+    free(it);
+    return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   }
 #endif
+  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, 2)))
+    goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
     bufs b = place(t, e, 2); /* already placed: no allocation or copy can fail here */
@@ -365,9 +366,11 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
       s = tgi_error(t, ks, "%s: CUDA update of the %s parameters failed: %s", fn, tg_dtype_name(MT_DTYPE[d]),
                     tgc_error());
   }
-  free(mt);
 #endif
 done:
+#ifdef TIGA_HAVE_CUDA
+  free(mt);
+#endif
   free(it);
   return s;
 }
