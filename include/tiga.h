@@ -762,7 +762,7 @@ TG_API tg_status tg_loss_scaler_create(const tg_loss_scaler_options *opts, tg_lo
 TG_API void tg_loss_scaler_destroy(tg_loss_scaler *scaler);
 /* The current scale S and the number of finite steps since the last change of S. */
 TG_API tg_status tg_loss_scaler_state(const tg_loss_scaler *scaler, double *scale, int64_t *growth_tracker);
-/* An op: loss * S (a one-element float value; recorded like tg_scale). */
+/* An op: loss * S (recorded like tg_scale; any float value, normally the scalar loss). */
 TG_API tg_id tg_loss_scaler_scale(tg_tape *tape, tg_loss_scaler *scaler, tg_id loss);
 /* Divides every parameter gradient by S (host: in double; CUDA: by the f32 reciprocal, as PyTorch)
  * and sets *found_inf to 1 when one of them held a NaN or inf (before the division), else 0; then
