@@ -11,6 +11,7 @@
 
 extern "C" {
 #include "../tape/internal.h"
+#include "finite.h"
 }
 
 static thread_local char g_err[TGI_MSG_CAP];
@@ -235,15 +236,22 @@ extern "C" void tgi_device_close(tgi_device *d) {
   free(d);
 }
 
+// The countdown of tg_runtime_inject_alloc_failure: true when this allocation must fail (once).
+static bool injected(tgi_device *d) {
+  if (d->fail_after < 0) return false;
+  if (d->fail_after == 0) {
+    d->fail_after = -1;
+    return true;
+  }
+  d->fail_after--;
+  return false;
+}
+
 extern "C" tg_status tgi_device_alloc(tgi_device *d, size_t bytes, void **out, char *msg) {
   *out = NULL;
-  if (d->fail_after >= 0) {
-    if (d->fail_after == 0) {
-      d->fail_after = -1;
-      snprintf(msg, TGI_MSG_CAP, "out of device memory allocating %zu bytes (injected failure)", bytes);
-      return TG_ERR_OUT_OF_MEMORY;
-    }
-    d->fail_after--;
+  if (injected(d)) {
+    snprintf(msg, TGI_MSG_CAP, "out of device memory allocating %zu bytes (injected failure)", bytes);
+    return TG_ERR_OUT_OF_MEMORY;
   }
   void *p = NULL;
   cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, d->stream);
@@ -278,8 +286,11 @@ extern "C" tg_status tgi_device_h2d(tgi_device *d, void *dst, const void *src, s
 }
 
 extern "C" tg_status tgi_device_host_alloc(tgi_device *d, size_t bytes, void **out, char *msg) {
-  (void)d;
   *out = NULL;
+  if (injected(d)) {
+    snprintf(msg, TGI_MSG_CAP, "pinned host allocation of %zu bytes failed (injected failure)", bytes);
+    return TG_ERR_OUT_OF_MEMORY;
+  }
   cudaError_t e = cudaHostAlloc(out, bytes ? bytes : 1, cudaHostAllocDefault);
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -369,6 +380,15 @@ extern "C" tg_status tgi_device_check_pointer(tgi_device *d, const void *p, size
   }
   return TG_OK;
 }
+
+extern "C" tg_status tgi_device_flag_nonfinite(tgi_device *d, tg_dtype dt, const void *x, int64_t n, int32_t tag,
+                                               int32_t *flag, char *msg) {
+  tg_status s = cuda_flag_nonfinite(d->stream, dt, x, n, tag, flag);
+  if (s) snprintf(msg, TGI_MSG_CAP, "%s", tgc_error());
+  return s;
+}
+
+extern "C" int64_t tgi_device_alloc_failure_pending(const tgi_device *d) { return d ? d->fail_after : -1; }
 
 extern "C" struct CUstream_st *tgi_device_stream(tgi_device *d) { return d ? d->stream : NULL; }
 extern "C" struct cublasContext *tgi_device_cublas(tgi_device *d) { return d ? d->cublas : NULL; }

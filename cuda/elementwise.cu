@@ -25,7 +25,9 @@ __device__ __forceinline__ float unary_df(int op, float a, float x, float y) {
     float u = SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
     float th = tanhf(u);
     float du = SQRT_2_OVER_PI * (1.f + 3.f * 0.044715f * x * x);
-    return 0.5f * (1.f + th) + 0.5f * x * (1.f - th * th) * du;
+    // saturated tanh: the second term is 0 exactly (else 0 * inf = NaN once x^3 overflows, |x| > ~7e12)
+    float s2 = 1.f - th * th;
+    return 0.5f * (1.f + th) + (s2 == 0.f ? 0.f : 0.5f * x * s2 * du);
   }
   case HOST_TANH: return 1.f - y * y;
   case HOST_ELU: return x > 0.f ? 1.f : a * __expf(x);

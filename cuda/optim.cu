@@ -202,6 +202,49 @@ __global__ void __launch_bounds__(kMtThreads)
     g[i] = tgc_from_f<T>(tgc_to_f(g[i]) * c);
 }
 
+template <typename T> __device__ __forceinline__ bool mt_nonfinite(T x) { return !isfinite(tgc_to_f(x)); }
+
+// Found-inf over the chunk: one store per block that saw one (all stores write 1).
+template <typename T> __global__ void __launch_bounds__(kMtThreads) k_nonfinite_mt(MtArgs a, int *__restrict__ flag) {
+  MT_RANGE(a, t, i0, i1);
+  const T *g = (const T *)a.g[t];
+  bool bad = false;
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads)
+    bad |= mt_nonfinite(g[i]);
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *flag = 1;
+}
+
+// The loss scaler's unscale: g *= inv, found-inf on the value before the product.
+template <typename T>
+__global__ void __launch_bounds__(kMtThreads) k_unscale_mt(MtArgs a, float inv, int *__restrict__ found) {
+  MT_RANGE(a, t, i0, i1);
+  T *g = (T *)a.g[t];
+  bool bad = false;
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads) {
+    T x = g[i];
+    bad |= mt_nonfinite(x);
+    g[i] = tgc_from_f<T>(tgc_to_f(x) * inv);
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
+}
+
+template <typename T> static tg_status nonfinite_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, int *flag) {
+  return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_nonfinite_mt<T><<<nb, kMtThreads, 0, s>>>(a, flag);
+    TGC_LAUNCHED("nonfinite_multi");
+    return TG_OK;
+  });
+}
+
+template <typename T>
+static tg_status unscale_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, double inv, int *found) {
+  return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_unscale_mt<T><<<nb, kMtThreads, 0, s>>>(a, (float)inv, found);
+    TGC_LAUNCHED("unscale_multi");
+    return TG_OK;
+  });
+}
+
 template <typename T>
 static tg_status adamw_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, double b1, double b2, double eps) {
   return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
@@ -249,6 +292,15 @@ extern "C" tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_t
 extern "C" tg_status cuda_clip_scale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,
                                            const double *sumsq, double max_norm) {
   DISPATCH(dt, clip_scale_mt, s, ts, count, sumsq, max_norm)
+}
+
+extern "C" tg_status cuda_nonfinite_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,
+                                          int32_t *flag) {
+  DISPATCH(dt, nonfinite_mt, s, ts, count, flag)
+}
+extern "C" tg_status cuda_unscale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,
+                                        double inv_scale, int32_t *found) {
+  DISPATCH(dt, unscale_mt, s, ts, count, inv_scale, found)
 }
 
 extern "C" tg_status cuda_sgd_step(tgc_stream s, tg_dtype dt, void *p, const void *grad, void *buf, int64_t n,

@@ -28,6 +28,11 @@ tg_status cuda_adamw_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, 
                            double eps);
 /* *acc += sum of g^2 over every tensor; deterministic (fixed chunking and summation order). */
 tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double *part, double *acc);
+/* Found-inf: *flag = 1 when a gradient g of any tensor holds NaN or inf (else *flag unchanged). */
+tg_status cuda_nonfinite_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, int32_t *flag);
+/* The loss scaler's pass: g *= (float)inv_scale; *found = 1 when a g held NaN or inf before. */
+tg_status cuda_unscale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double inv_scale,
+                             int32_t *found);
 tg_status cuda_clip_scale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, const double *sumsq,
                                 double max_norm);
 #ifdef __cplusplus

@@ -140,8 +140,8 @@ int charlm_config_check(const charlm_config *c, char *err) {
   if (!(c->dropout >= 0 && c->dropout < 1)) return fail(err, "dropout %g is outside [0, 1)", c->dropout);
   if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
     return fail(err, "attn_dropout %g is outside [0, 1)", c->attn_dropout);
-  if (c->compute != TG_F32 && c->compute != TG_BF16)
-    return fail(err, "compute dtype %s is not supported; expected f32 or bf16", tg_dtype_name(c->compute));
+  if (c->compute != TG_F32 && c->compute != TG_BF16 && c->compute != TG_F16)
+    return fail(err, "compute dtype %s is not supported; expected f32, bf16 or f16", tg_dtype_name(c->compute));
   return 0;
 }
 
@@ -158,6 +158,8 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
   if (tg_tape_set_provider(m->tape, cfg->provider, NULL)) return tape_fail(m, err, "tg_tape_set_provider");
   m->blocks = calloc((size_t)cfg->layers, sizeof *m->blocks);
   if (!m->blocks) return fail(err, "out of memory");
+  if (cfg->compute == TG_F16 && tg_loss_scaler_create(NULL, &m->scaler))
+    return fail(err, "tg_loss_scaler_create: %s", tg_last_error());
 
   const int64_t D = cfg->d_model;
   const double std = 0.02, proj_std = 0.02 / sqrt(2.0 * cfg->layers);
@@ -199,6 +201,7 @@ int charlm_model_init(charlm_model *m, tg_runtime *rt, const charlm_config *cfg,
 }
 
 void charlm_model_free(charlm_model *m) {
+  tg_loss_scaler_destroy(m->scaler);
   tg_tape_destroy(m->tape);
   free(m->blocks);
   memset(m, 0, sizeof *m);
@@ -279,8 +282,19 @@ int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64
   tg_id xi, yi;
   if (batch_inputs(m, x, y, B, T, &xi, &yi, err)) return -1;
   tg_id l = tg_cross_entropy(t, charlm_logits(m, xi, B, T, 1), yi, TG_NO_IGNORE);
+  /* f16: backward from loss * S so that small f16 gradients do not flush to zero */
+  tg_id root = m->scaler ? tg_loss_scaler_scale(t, m->scaler, l) : l;
   if (tg_tape_status(t)) return tape_fail(m, err, "forward");
-  if (tg_tape_backward(t, l)) return tape_fail(m, err, "tg_tape_backward");
+  if (tg_tape_backward(t, root)) return tape_fail(m, err, "tg_tape_backward");
+  if (m->scaler) {
+    int found_inf = 0;
+    if (tg_loss_scaler_unscale(t, m->scaler, &found_inf)) return tape_fail(m, err, "tg_loss_scaler_unscale");
+    if (found_inf) { /* overflow at this scale: skip the step (the scale has backed off) */
+      m->skipped++;
+      *loss = l;
+      return 0;
+    }
+  }
   if (o->clip > 0 && tg_clip_grad_norm(t, o->clip, NULL)) return tape_fail(m, err, "tg_clip_grad_norm");
   tg_adamw_options ao = {sizeof ao, lr, o->beta1, o->beta2, o->eps, o->weight_decay};
   if (tg_adamw_step(t, &ao)) return tape_fail(m, err, "tg_adamw_step");

@@ -58,7 +58,8 @@ void charlm_batch(const charlm_data *d, int split, int64_t B, int64_t T, charlm_
 typedef struct charlm_config {
   int layers, heads, d_model, context, vocab;
   double dropout;        /* drop probability in [0, 1) */
-  tg_dtype compute;      /* TG_F32, or TG_BF16: autocast-style mixed precision (f32 master weights) */
+  tg_dtype compute;      /* TG_F32, or TG_BF16 / TG_F16: autocast-style mixed precision (f32 master
+                            weights); f16 adds dynamic loss scaling (tg_loss_scaler) */
   tg_provider provider;  /* tape provider for every node (HOST for --device host, AUTO on CUDA) */
   tg_provider attention; /* provider of every MHA attention node (AUTO: the tape's) */
   double attn_dropout;   /* drop probability of the attention weights in [0, 1) (tg_mha's
@@ -75,7 +76,9 @@ typedef struct charlm_model {
   tg_tape *tape;  /* owned */
   tg_id wte, wpe, lnf_w, lnf_b;
   charlm_block *blocks;
-  int64_t n_params; /* number of scalars */
+  int64_t n_params;       /* number of scalars */
+  tg_loss_scaler *scaler; /* compute f16 only: the dynamic loss scaler (owned) */
+  int64_t skipped;        /* f16: steps skipped because the scaled gradients were not finite */
 } charlm_model;
 
 /* Checks the config (sizes > 0, heads divide d_model, ...). */
@@ -97,7 +100,9 @@ typedef struct charlm_train_opts {
 
 /* One optimisation step on batch (x, y) [B, T]: reset, forward, backward, clip, AdamW(lr),
  * zero grads. *loss receives the id of the loss (readable until the next reset); nothing is
- * read back from the device here. */
+ * read back from the device here, except with f16: the loss is scaled before backward and the
+ * gradients unscaled after it (tg_loss_scaler, one 4-byte read), and a step whose gradients are
+ * not finite is skipped (m->skipped counts them; the scale backs off) — PyTorch's GradScaler. */
 int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64_t B, int64_t T,
                       const charlm_train_opts *o, double lr, int64_t step, tg_id *loss, char *err);
 /* Mean loss over `iters` random batches of split 0/1, in no-grad mode (no dropout). */

@@ -52,6 +52,7 @@ enum {
   F_TOPK,
   F_SAMPLE_ONLY,
   F_PROMPT,
+  F_CHECKFINITE,
   NFLAGS
 };
 typedef enum { T_INT, T_DBL, T_STR, T_CHOICE, T_BOOL } ftype;
@@ -69,7 +70,8 @@ static const flag FLAGS[NFLAGS] = {
     [F_ATTENTION] = {"attention", T_CHOICE, 0, 0, 0, "fused", "host",
                      "host|composed|fused: provider of every MHA attention node"},
     [F_DTYPE] = {"dtype", T_CHOICE, 0, 0, 0, "bf16", "f32",
-                 "f32|bf16: bf16 = mixed precision (bf16 matmuls/attention, f32 master weights, LN, loss)"},
+                 "f32|bf16|f16: mixed precision (bf16 or f16 matmuls/attention, f32 master weights, LN, loss); "
+                 "f16 adds dynamic loss scaling (skipped steps are counted in the log)"},
     [F_STEPS] = {"steps", T_INT, 0, 1e9, 0, "5000", "1000", "training steps (lr decays to --min-lr over them)"},
     [F_LAYERS] = {"layers", T_INT, 1, 256, 0, "6", "2", "transformer blocks"},
     [F_HEADS] = {"heads", T_INT, 1, 1024, 0, "6", "2", "attention heads (must divide --d-model)"},
@@ -104,6 +106,9 @@ static const flag FLAGS[NFLAGS] = {
     [F_SAMPLE_ONLY] = {"sample", T_BOOL, 0, 1, 0, "0", "0",
                        "switch (no value): sample from --resume CKPT without training (model flags from CKPT.meta)"},
     [F_PROMPT] = {"prompt", T_STR, 0, 0, 0, "", "", "text the sample continues (default: a newline)"},
+    [F_CHECKFINITE] = {"check-finite", T_INT, 0, 1, 0, "0", "0",
+                       "1: anomaly mode (tg_tape_set_check_finite): the first NaN / inf of a step stops the run "
+                       "naming its node"},
 };
 
 typedef struct opts {
@@ -146,10 +151,12 @@ static int parse_value(opts *o, int k, const char *v, char *err) {
     o->i[k] = *v == '1';
     return 0;
   case T_CHOICE: {
-    const char *ok = k == F_DEVICE ? "cuda host" : k == F_ATTENTION ? "host composed fused" : "f32 bf16";
+    const char *ok = k == F_DEVICE ? "cuda host" : k == F_ATTENTION ? "host composed fused" : "f32 bf16 f16";
     size_t n = strlen(v);
-    const char *p = strstr(ok, v);
-    if (!n || !p || (p[n] != ' ' && p[n] != 0) || (p != ok && p[-1] != ' ')) {
+    const char *p = ok; /* a whole word of ok ("f16" is inside "bf16" too) */
+    while ((p = n ? strstr(p, v) : NULL) && ((p[n] != ' ' && p[n] != 0) || (p != ok && p[-1] != ' ')))
+      p++;
+    if (!p) {
       snprintf(err, CHARLM_ERR, "--%s: '%s' is not one of: %s", fl->name, v, ok);
       return -1;
     }
@@ -471,9 +478,13 @@ int main(int argc, char **argv) {
              o.s[F_ATTENTION]);
     return die(2, err);
   }
-  if (!strcmp(o.s[F_DTYPE], "bf16") && (!gpu || !strcmp(o.s[F_ATTENTION], "host")))
-    return die(2, gpu ? "--dtype bf16 with --attention host: host attention computes in f32/f64; use --dtype f32"
-                      : "--dtype bf16 needs a CUDA device (host kernels are f32/f64)");
+  if (strcmp(o.s[F_DTYPE], "f32") && (!gpu || !strcmp(o.s[F_ATTENTION], "host"))) {
+    snprintf(err, sizeof err,
+             gpu ? "--dtype %s with --attention host: host attention computes in f32/f64; use --dtype f32"
+                 : "--dtype %s needs a CUDA device (host kernels are f32/f64)",
+             o.s[F_DTYPE]);
+    return die(2, err);
+  }
   if (o.d[F_MINLR] > o.d[F_LR]) {
     snprintf(err, sizeof err, "--min-lr %g is above --lr %g", o.d[F_MINLR], o.d[F_LR]);
     return die(2, err);
@@ -488,7 +499,9 @@ int main(int argc, char **argv) {
                        (int)T,
                        0,
                        o.d[F_DROPOUT],
-                       strcmp(o.s[F_DTYPE], "bf16") ? TG_F32 : TG_BF16,
+                       !strcmp(o.s[F_DTYPE], "bf16")  ? TG_BF16
+                       : !strcmp(o.s[F_DTYPE], "f16") ? TG_F16
+                                                      : TG_F32,
                        gpu ? TG_PROVIDER_AUTO : TG_PROVIDER_HOST,
                        !strcmp(o.s[F_ATTENTION], "host")    ? TG_PROVIDER_HOST
                        : !strcmp(o.s[F_ATTENTION], "fused") ? TG_PROVIDER_CUDA_FUSED
@@ -513,6 +526,10 @@ int main(int argc, char **argv) {
     goto done;
   }
   if (charlm_model_init(&m, rt, &cfg, (uint64_t)o.i[F_SEED], err)) goto done;
+  if (o.i[F_CHECKFINITE] && tg_tape_set_check_finite(m.tape, 1, NULL)) {
+    snprintf(err, sizeof err, "tg_tape_set_check_finite: %s", tg_tape_error(m.tape));
+    goto done;
+  }
   printf("model: %d layers, %d heads, d_model %d, context %d, vocab %d: %.2fM parameters; dtype %s, attention %s\n",
          cfg.layers, cfg.heads, cfg.d_model, cfg.context, cfg.vocab, (double)m.n_params / 1e6, o.s[F_DTYPE],
          o.s[F_ATTENTION]);
@@ -604,8 +621,14 @@ int main(int argc, char **argv) {
       double eta =
           per_step * (double)(steps - step - 1) + last_eval * (double)((steps - step - 1) / o.i[F_EVALINT] + 1);
       double tok_s = (double)(nsteps * B * T) / window;
-      printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | %7.1f ms/step | elapsed %s | ETA %s\n", step, steps,
+      printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | %7.1f ms/step | elapsed %s | ETA %s", step, steps,
              lv, lr, tok_s, 1e3 * window / (double)nsteps, hms(elapsed0 + t - t_start, tb), hms(eta, tb2));
+      if (m.scaler) {
+        double scale = 0;
+        tg_loss_scaler_state(m.scaler, &scale, NULL);
+        printf(" | loss scale %g, %lld steps skipped", scale, (long long)m.skipped);
+      }
+      printf("\n");
       fflush(stdout);
       add_row(&L, (row){step, 0, lv, lr, tok_s, elapsed0 + t - t_start});
       t_log = now_s();

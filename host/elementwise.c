@@ -30,7 +30,10 @@ static inline double unary_df(host_unary_op op, double a, double x, double y) {
     double u = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
     double th = tanh(u);
     double du = SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x);
-    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * du;
+    /* once tanh saturates (sech^2 u == 0, |x| > ~8) the second term is 0 exactly; computing it would
+     * give 0 * inf = NaN where x^3 overflows (|x| > ~5e102) */
+    double s2 = 1 - th * th;
+    return 0.5 * (1 + th) + (s2 == 0 ? 0.0 : 0.5 * x * s2 * du);
   }
   case HOST_TANH: return 1 - y * y;
   case HOST_ELU: return x > 0 ? 1 : a * exp(x);

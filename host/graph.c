@@ -1,6 +1,7 @@
 /* Host reference graph kernels: plain loops over the CSR in a fixed order, math in double.
  * Obviously correct first (the CUDA provider's oracle). Math and special values in host/graph.h. */
 #include "graph.h"
+#include "../tape/alloc.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -44,7 +45,7 @@ tg_status host_graph_gather_backward(tg_dtype dt, const host_graph *g, host_grap
                                      const void *dout, void *dx) {
   if (!dx) return TG_OK;
   int64_t N = side == HOST_GRAPH_SOURCE ? g->nk : g->nq;
-  double *acc = calloc(N * W > 0 ? (size_t)(N * W) : 1, sizeof *acc);
+  double *acc = tgi_calloc(N * W > 0 ? (size_t)(N * W) : 1, sizeof *acc);
   if (!acc) return TG_ERR_OUT_OF_MEMORY;
   for (int64_t i = 0; i < g->nq; i++) /* edges in e order: a fixed summation order per node */
     for (int64_t e = g->row_ptr[i]; e < g->row_ptr[i + 1]; e++) {
@@ -73,7 +74,7 @@ static int64_t argmax(tg_dtype dt, const host_graph *g, int64_t W, const void *v
 
 void host_graph_reduce_forward(tg_dtype dt, const host_graph *g, host_graph_reduce kind, int64_t W, const void *vals,
                                void *out) {
-  double *acc = kind == HOST_GRAPH_MAX ? NULL : malloc((size_t)(W > 0 ? W : 1) * sizeof *acc);
+  double *acc = kind == HOST_GRAPH_MAX ? NULL : tgi_malloc((size_t)(W > 0 ? W : 1) * sizeof *acc);
   for (int64_t i = 0; i < g->nq; i++) {
     int64_t b = g->row_ptr[i], n = g->row_ptr[i + 1] - b;
     if (kind == HOST_GRAPH_MAX || !acc) { /* (no scratch: the column-by-column loop, same sums) */
@@ -238,7 +239,7 @@ static void attn_forward(tg_dtype dt, const host_graph *g, const host_graph_attn
 
 static tg_status forward(tg_dtype dt, const host_graph *g, const host_graph_attn *a, const src_in *in,
                          const void *values, void *out, double *lse) {
-  double *s = malloc((size_t)max_degree(g) * sizeof *s), *acc = malloc((size_t)a->F * sizeof *acc);
+  double *s = tgi_malloc((size_t)max_degree(g) * sizeof *s), *acc = tgi_malloc((size_t)a->F * sizeof *acc);
   if (s && acc) attn_forward(dt, g, a, in, values, out, lse, s, acc);
   tg_status status = s && acc ? TG_OK : TG_ERR_OUT_OF_MEMORY;
   free(s), free(acc);
@@ -268,10 +269,10 @@ static tg_status backward(tg_dtype dt, const host_graph *g, const host_graph_att
                           const void *values, const void *dout, const double *lse, const attn_grads *gr) {
   const int64_t H = a->H, F = a->F, deg = max_degree(g);
   const bool gat = in->scores == NULL;
-  double *p = malloc((size_t)deg * sizeof *p), *w = malloc((size_t)deg * sizeof *w);
-  double *dp = malloc((size_t)deg * sizeof *dp), *x = malloc((size_t)deg * sizeof *x);
-  double *gv = gr->dvalues ? calloc((size_t)(g->nk * H * F), sizeof *gv) : NULL;
-  double *gs = gr->de_src ? calloc((size_t)(g->nk * H), sizeof *gs) : NULL;
+  double *p = tgi_malloc((size_t)deg * sizeof *p), *w = tgi_malloc((size_t)deg * sizeof *w);
+  double *dp = tgi_malloc((size_t)deg * sizeof *dp), *x = tgi_malloc((size_t)deg * sizeof *x);
+  double *gv = gr->dvalues ? tgi_calloc((size_t)(g->nk * H * F), sizeof *gv) : NULL;
+  double *gs = gr->de_src ? tgi_calloc((size_t)(g->nk * H), sizeof *gs) : NULL;
   tg_status status = TG_ERR_OUT_OF_MEMORY;
   if (!p || !w || !dp || !x || (gr->dvalues && !gv) || (gr->de_src && !gs)) goto done;
   for (int64_t i = 0; i < g->nq; i++) {

@@ -12,6 +12,7 @@
  *     then added to C. Edge tiles compute a full tile and store only the valid part.
  * Products accumulate in the value's dtype (f32 in f32, f64 in f64); bias sums use double. */
 #include "linear.h"
+#include "../tape/alloc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -130,7 +131,7 @@ DEFINE_GEMM(float, f32, v4f, 4)
 DEFINE_GEMM(double, f64, v2d, 2)
 
 /* Packing buffer for one KB x NB block (64-byte aligned; NB is a multiple of every NR). */
-static void *pack_alloc(tg_dtype dt) { return aligned_alloc(64, (size_t)KB * NB * tg_dtype_size(dt)); }
+static void *pack_alloc(tg_dtype dt) { return tgi_aligned_alloc(64, (size_t)KB * NB * tg_dtype_size(dt)); }
 
 static void gemm_any(tg_dtype dt, int64_t M, int64_t N, int64_t K, const void *a, int64_t a_rs, int64_t a_cs,
                      const void *b, int64_t b_rs, int64_t b_cs, void *c, int64_t ldc, void *P) {
@@ -165,7 +166,7 @@ tg_status host_linear_forward(tg_dtype dt, const void *x, const void *w, const v
 tg_status host_linear_backward(tg_dtype dt, const void *x, const void *w, const void *gy, void *gx, void *gw, void *gb,
                                int64_t rows, int64_t in, int64_t out) {
   void *P = pack_alloc(dt);
-  double *acc = gb ? malloc((size_t)out * sizeof *acc) : NULL;
+  double *acc = gb ? tgi_malloc((size_t)out * sizeof *acc) : NULL;
   if (!P || (gb && !acc)) {
     free(P);
     free(acc);

@@ -16,6 +16,7 @@
  * Grid size. At most cap = min(2^30, max(4096, 4 n_src)) cells; the cell edge grows (x 1.25, x 2,
  * x 2^60 when far off) until the grid fits, so huge coordinates give fewer, larger cells. */
 #include "radius.h"
+#include "../tape/alloc.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -200,7 +201,7 @@ static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
   int64_t c = *cap > 0 ? *cap : 64;
   while (c < need)
     c *= 2;
-  void *q = realloc(*p, (size_t)c * elem);
+  void *q = tgi_realloc(*p, (size_t)c * elem);
   if (!q) return 0;
   *p = q;
   *cap = c;
@@ -220,10 +221,10 @@ static tg_status cells_build(cells *C, const host_radius_args *a, const void *ps
   bbox(ps, a->dtype, n_src, dim, lo, hi);
   grid_make(&C->G, lo, hi, dim, a->cutoff, grid_cap(n_src));
   int64_t nc = C->G.g[0] * C->G.g[1] * C->G.g[2];
-  C->start = calloc((size_t)nc + 1, sizeof *C->start);
-  C->pos = malloc((size_t)(n_src > 0 ? n_src : 1) * dim * sizeof *C->pos);
-  C->idx = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *C->idx);
-  uint32_t *cell = malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *cell);
+  C->start = tgi_calloc((size_t)nc + 1, sizeof *C->start);
+  C->pos = tgi_malloc((size_t)(n_src > 0 ? n_src : 1) * dim * sizeof *C->pos);
+  C->idx = tgi_malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *C->idx);
+  uint32_t *cell = tgi_malloc((size_t)(n_src > 0 ? n_src : 1) * sizeof *cell);
   if (!C->start || !C->pos || !C->idx || !cell) {
     free(cell);
     return TG_ERR_OUT_OF_MEMORY;
@@ -238,7 +239,7 @@ static tg_status cells_build(cells *C, const host_radius_args *a, const void *ps
   for (int64_t c = 0; c < nc; c++)
     C->start[c + 1] += C->start[c];
   /* stable counting sort: within a cell, sources by index */
-  uint32_t *fill = malloc((size_t)nc * sizeof *fill);
+  uint32_t *fill = tgi_malloc((size_t)nc * sizeof *fill);
   if (!fill) {
     free(cell);
     return TG_ERR_OUT_OF_MEMORY;
@@ -429,9 +430,9 @@ tg_status host_radius_morton(int64_t n, int dim, tg_dtype dtype, const void *pos
     return fail(TG_ERR_INVALID_ARGUMENT, msg, msg_cap, "radius: pos_dst point %lld has a non-finite coordinate",
                 (long long)b);
   if (n == 0) return TG_OK;
-  uint64_t *code = malloc((size_t)n * 2 * sizeof *code);
-  int64_t *tmp = malloc((size_t)n * sizeof *tmp);
-  size_t *hist = malloc(256 * sizeof *hist);
+  uint64_t *code = tgi_malloc((size_t)n * 2 * sizeof *code);
+  int64_t *tmp = tgi_malloc((size_t)n * sizeof *tmp);
+  size_t *hist = tgi_malloc(256 * sizeof *hist);
   if (!code || !tmp || !hist) {
     free(code), free(tmp), free(hist);
     return fail(TG_ERR_OUT_OF_MEMORY, msg, msg_cap, "radius: out of host memory (Morton order of %lld points)",
@@ -481,9 +482,9 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
   const void *ps = a->square ? a->pos_dst : a->pos_src;
 
   cells C = {0};
-  int64_t *rp = malloc((size_t)(n_dst + 1) * sizeof *rp);
-  int64_t *at = malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *at);
-  int64_t *len = malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *len);
+  int64_t *rp = tgi_malloc((size_t)(n_dst + 1) * sizeof *rp);
+  int64_t *at = tgi_malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *at);
+  int64_t *len = tgi_malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *len);
   int32_t *col = NULL, *out = NULL;
   int64_t colcap = 0, total = 0;
   st = rp && at && len ? cells_build(&C, a, ps, n_src) : TG_ERR_OUT_OF_MEMORY;
@@ -499,7 +500,7 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
     for (int64_t i = 0; i < n_dst; i++)
       rp[i + 1] = rp[i] + len[i];
     if (a->square && n_dst > 0) {
-      out = malloc((size_t)(total > 0 ? total : 1) * sizeof *out);
+      out = tgi_malloc((size_t)(total > 0 ? total : 1) * sizeof *out);
       if (!out) st = TG_ERR_OUT_OF_MEMORY;
       for (int64_t t = 0; st == TG_OK && t < n_dst; t++) {
         int64_t i = C.idx[t];
@@ -508,7 +509,7 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
       free(col);
       col = out;
     } else {
-      int32_t *shrunk = realloc(col, (size_t)(total > 0 ? total : 1) * sizeof *col);
+      int32_t *shrunk = tgi_realloc(col, (size_t)(total > 0 ? total : 1) * sizeof *col);
       if (shrunk) col = shrunk;
     }
   }

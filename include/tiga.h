@@ -65,7 +65,15 @@
  * Threads. A runtime and every tape and relation created from it must be used by one thread
  * at a time (the caller serialises); different runtimes are independent. Reference counts are
  * atomic, so a finalizer may drop a handle from another thread while no call is using it.
- * tg_last_error() is thread-local.
+ * tg_last_error() is thread-local. Debug builds of the library (NDEBUG not defined, e.g. CMake's
+ * Debug, or TIGA_DEBUG defined) detect two threads inside calls on one runtime at once: a tape call
+ * or op call that starts while another thread is inside one on the same runtime (or its tapes)
+ * does nothing and fails (TG_ERR_STATE, or TG_NO_ID for an op call, without touching the tape's
+ * sticky status), with the message in tg_last_error() and on stderr. Release builds do not check.
+ *
+ * Non-finite values. Nothing checks for NaN / inf unless asked: tg_tape_set_check_finite (anomaly
+ * mode), the optimizers (a step whose gradients are not all finite is skipped and reported),
+ * tg_clip_grad_norm_with's error_if_nonfinite and the loss scaler. Each reports TG_ERR_NONFINITE.
  */
 #ifndef TIGA_H
 #define TIGA_H
@@ -113,7 +121,9 @@ typedef enum tg_status {
   TG_ERR_STATE = 9,            /* call not valid now (backward of a non-scalar, sticky error, ...) */
   TG_ERR_IO = 10,              /* file could not be read or written */
   TG_ERR_GRADCHECK = 11,       /* tg_gradcheck found a mismatch */
-  TG_ERR_INTERNAL = 12         /* a bug in tiga; please report the message */
+  TG_ERR_INTERNAL = 12,        /* a bug in tiga; please report the message */
+  TG_ERR_NONFINITE = 13        /* a NaN or inf where finite values were required (see "Non-finite
+                                  values" at the top) */
 } tg_status;
 
 /* Static English name of a status, e.g. "TG_ERR_SHAPE". Unknown values give "TG_ERR_UNKNOWN". */
@@ -179,9 +189,21 @@ TG_API int tg_runtime_has_device(const tg_runtime *rt);
 TG_API tg_status tg_runtime_memory(const tg_runtime *rt, size_t *current, size_t *peak);
 TG_API tg_status tg_runtime_reset_peak(tg_runtime *rt);
 
-/* Testing hook: the device allocation after the next `after` successful ones fails as if the
- * device were out of memory (once). after < 0 disables. TG_ERR_NO_DEVICE on host runtimes. */
+/* Testing hook: the device allocation (device memory, and pinned host memory of the runtime's step
+ * arena) after the next `after` successful ones fails as if the device were out of memory (once).
+ * after < 0 disables. TG_ERR_NO_DEVICE on host runtimes. */
 TG_API tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after);
+/* The countdown armed by tg_runtime_inject_alloc_failure now: -1 once it fired (or when disarmed),
+ * so a test walking every allocation of an operation knows when it has seen them all. */
+TG_API tg_status tg_runtime_alloc_failure_pending(const tg_runtime *rt, int64_t *pending);
+/* Testing hook, the host twin (SQLite-style fault injection): on the calling thread, the library's
+ * host allocation (every malloc / calloc / realloc / aligned_alloc of tiga's tape, ops, optimizers
+ * and host kernels) after the next `after` successful ones fails as if the system were out of
+ * memory (once); after < 0 disarms. *pending (may be NULL) receives the countdown armed before this
+ * call: -1 when it fired (or none was armed). Walk: arm k, run the operation, disarm; the walk is
+ * complete once the disarm reports pending >= 0 (the operation made fewer than k + 1 allocations).
+ * Thread-local, so other threads are not affected. */
+TG_API tg_status tg_inject_host_alloc_failure(int64_t after, int64_t *pending);
 /* Waits for the runtime's device work to finish (TG_OK at once on host runtimes). */
 TG_API tg_status tg_runtime_sync(tg_runtime *rt);
 /* The CUDA stream (a cudaStream_t, as void *) on which the runtime runs all its device work;
@@ -193,6 +215,12 @@ TG_API tg_status tg_runtime_cuda_stream(tg_runtime *rt, void **stream);
 /* ---------------------------------------------------------------- tape */
 
 typedef struct tg_tape tg_tape;
+/* A value's id: an int64 >= 0 that names the value within its tape; negative ids are reserved
+ * (TG_NO_ID, TG_ABSENT). An id also tells its tape apart from every other live tape and its value
+ * apart from earlier values of the same slot, so an id of another tape or of a value dropped by
+ * tg_tape_reset is always refused (TG_ERR_INVALID_ID), never read as another value: no two live
+ * tapes share an id space, and a slot whose generations run out is retired, not reused. A tape
+ * holds at most 2^26 - 1 values at once; at most 2^19 - 1 tapes are alive at once. */
 typedef int64_t tg_id;
 /* What an op returns on failure (and what tg_tape_input & co. write on failure). Never a valid
  * argument: an op given TG_NO_ID fails with TG_ERR_INVALID_ID. */
@@ -240,6 +268,19 @@ TG_API tg_status tg_tape_set_provider(tg_tape *tape, tg_provider provider, tg_pr
 
 /* Seed of the tape's RNG stream used by tg_dropout (initializers take their own seed). */
 TG_API tg_status tg_tape_set_seed(tg_tape *tape, uint64_t seed);
+
+/* Anomaly mode (PyTorch's detect_anomaly, for NaN / inf). When on, every node recorded after this
+ * call has its outputs checked for NaN / inf, and in tg_tape_backward every gradient a node computes
+ * for its inputs is checked; each check runs on the side that computed the value (a scan on the
+ * host, a kernel setting a device flag on CUDA), and device flags are read once per sweep: no
+ * per-node synchronisation. The first non-finite value becomes a sticky TG_ERR_NONFINITE whose
+ * message names the node (#index), its op, provider and explain line: for host nodes at once, for
+ * CUDA nodes at the next status check (tg_tape_status, tg_tape_error, tg_tape_explain, backward,
+ * optimizer steps) after the forward, and at the end of the backward sweep. The sticky error stops
+ * later op calls and refuses backward and optimizer steps until tg_tape_reset. Nodes are only
+ * recorded in grad mode, so no-grad forwards are not checked. Default off. *previous (may be NULL)
+ * receives the old mode. */
+TG_API tg_status tg_tape_set_check_finite(tg_tape *tape, int on, int *previous);
 
 /* ---- creating values. `shape` has `ndim` entries (0 <= ndim <= TG_MAX_DIMS, each > 0);
  * ndim 0 is a scalar. `data` holds data_bytes = numel * tg_dtype_size(dtype) bytes, row-major
@@ -329,7 +370,7 @@ TG_API tg_status tg_tape_read(tg_tape *tape, tg_id id, void *dst, size_t dst_byt
  * received no gradient. */
 TG_API tg_status tg_tape_read_grad(tg_tape *tape, tg_id id, void *dst, size_t dst_bytes);
 /* Overwrites a parameter or input value (e.g. loading a checkpoint). Not allowed on op
- * results or borrowed inputs (TG_ERR_STATE). */
+ * results or borrowed inputs (TG_ERR_STATE). Bumps the value's version (see tg_tape_backward). */
 TG_API tg_status tg_tape_write(tg_tape *tape, tg_id id, const void *src, size_t src_bytes);
 /* Reads a one-element value of any float dtype as a double (a loss). */
 TG_API tg_status tg_tape_scalar(tg_tape *tape, tg_id id, double *out);
@@ -396,7 +437,16 @@ TG_API tg_status tg_tape_export_location(tg_tape *tape, tg_id id, unsigned flags
  * Gradients of leaves (parameters, inputs with TG_REQUIRES_GRAD) accumulate across calls
  * until tg_tape_zero_grad. A second backward over the same nodes (before reset) is allowed:
  * intermediate gradients are recomputed from zero and leaf gradients accumulate again, as
- * PyTorch's retain_graph=True. */
+ * PyTorch's retain_graph=True.
+ * Versions (PyTorch's saved-tensor check): every value has a version, bumped by each write of its
+ * data after creation — tg_tape_write, tg_tape_load, an optimizer step that updates it. A node
+ * remembers its inputs' versions when it is recorded; before anything accumulates, backward
+ * checks every node it will run and refuses (TG_ERR_STATE, nothing changed) when an input was
+ * rewritten since, naming the value (slot and id), the node (#index), its op and both versions. So
+ * a weight rewritten after the forward, an optimizer step between two backwards, or index inputs
+ * (embedding ids, targets) rewritten after the forward never give a silently wrong gradient. The
+ * check covers every input of a node, whether its backward reads it or not. (Memory the library
+ * does not own — a borrowed external buffer — is outside it.) */
 TG_API tg_status tg_tape_backward(tg_tape *tape, tg_id loss);
 /* The vector-Jacobian product: the reverse sweep from a value y of any shape, seeded with the
  * gradient grad_y (a value of y's shape and dtype) instead of a loss's 1 — PyTorch's
@@ -409,7 +459,7 @@ TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
 
 /* Renders the tape as text, one line per node:
  *   #node  op  provider  in=[vA,vB]  -> vC [shape] dtype  saved=N  [h2d=.. d2h=..]  [details]
- * Values appear as v<slot>, the low 32 bits of their tg_id; saved = bytes kept for backward
+ * Values appear as v<slot>, the low 26 bits of their tg_id; saved = bytes kept for backward
  * beyond the node's inputs and outputs; h2d/d2h = host<->device copies the node caused.
  * Writes at most cap bytes (always NUL-terminated if cap > 0) and sets *len (may be NULL) to
  * the full length without the NUL, as snprintf. */
@@ -445,7 +495,8 @@ TG_API tg_id tg_relu(tg_tape *tape, tg_id x);
 TG_API tg_id tg_leaky_relu(tg_tape *tape, tg_id x, double slope);
 /* ELU: y = x for x > 0, alpha * (exp(x) - 1) otherwise (alpha > 0; GAT uses 1). */
 TG_API tg_id tg_elu(tg_tape *tape, tg_id x, double alpha);
-/* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+/* GPT-2's tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Value and gradient are
+ * finite for every finite x (where tanh saturates the gradient is exactly 1 or 0). */
 TG_API tg_id tg_gelu(tg_tape *tape, tg_id x);
 TG_API tg_id tg_tanh(tg_tape *tape, tg_id x);
 /* Softmax over the last dim. */
@@ -594,7 +645,13 @@ TG_API tg_status tg_relation_radius_value(tg_tape *tape, tg_id pos_dst, tg_id po
  *   q [B, Nq, Hq, D], k [B, Nk, Hkv, D], v [B, Nk, Hkv, Dv]; Hq a multiple of Hkv (GQA/MQA).
  *   out [B, Nq, Hq, Dv] in q's dtype; lse [B, Hq, Nq] f32 (log-sum-exp of the scaled scores).
  * A query with no allowed key outputs 0, receives 0 gradient, and has lse = -inf. A blocked
- * pair contributes nothing to numerator or denominator. No NaN is produced for finite inputs.
+ * pair contributes nothing to numerator or denominator.
+ * NaN-free domain. HOST: no NaN in out or lse for any finite inputs and scale. Scores that overflow
+ * to +-inf (f64 q, k ~ 1e160, or scale ~ 1e308) are taken as limits: a row whose largest score is
+ * +inf weights its +inf keys equally (lse = +inf) and its scores get zero gradient; a row whose
+ * scores are all -inf is treated as a row with no allowed key. HOST gradients are NaN-free as well
+ * when the incoming gradient is finite and no product scale * p * (dout . v) overflows. CUDA
+ * providers: no NaN when every score scale * q . k is finite in f32 (|score| < 3.4e38).
  * Providers: HOST (f32/f64, every relation), CUDA_COMPOSED (cuBLAS + masked softmax; saves the
  * probabilities), CUDA_FUSED (online softmax; saves only lse; f16/bf16/f32). */
 /* Attention's default scale 1/sqrt(D) (D from the call): the value tg_attention_options_init and
@@ -704,9 +761,15 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
                               const tg_graph_attention_options *opts);
 
 /* ---------------------------------------------------------------- optimizers
- * Both update every parameter of the tape that has a gradient, in its own dtype, with state
+ * Each updates every parameter of the tape that has a gradient, in its own dtype, with state
  * (momentum / moments, step count) kept per parameter across tg_tape_reset. They do not zero
- * the gradients. */
+ * the gradients. Each updated parameter's version is bumped (see tg_tape_backward).
+ * Found-inf (PyTorch's GradScaler behaviour): before updating anything, a step checks that every
+ * gradient it would use is finite. If one is not, the whole step is skipped — no parameter,
+ * momentum, moment or step count changes — and the call returns TG_ERR_NONFINITE naming the first
+ * such parameter (its position in tg_tape_parameters order and its id); the tape stays usable (the
+ * error is not sticky). On CUDA this costs one 4-byte device-to-host read (a wait for the device)
+ * per step. */
 
 /* PyTorch's SGD: g = grad + wd * p; buf = momentum * buf + (1 - dampening) * g (buf = g at the
  * first step); g = nesterov ? g + momentum * buf : buf; p -= lr * g.  (wd skipped for
@@ -742,7 +805,8 @@ TG_API void tg_adam_options_init(tg_adam_options *opts);
 TG_API tg_status tg_adam_step(tg_tape *tape, const tg_adam_options *opts);
 
 /* Scales all parameter gradients so that their global L2 norm is at most max_norm
- * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. */
+ * (max_norm > 0); *total_norm (may be NULL) receives the norm before clipping. A non-finite norm
+ * leaves the gradients as they are (the next optimizer step then skips: see found-inf). */
 TG_API tg_status tg_clip_grad_norm(tg_tape *tape, double max_norm, double *total_norm);
 
 /* Checkpoints, in the safetensors format (readable by the safetensors package, PyTorch, NumPy):
@@ -764,6 +828,55 @@ TG_API tg_status tg_clip_grad_norm(tg_tape *tape, double max_norm, double *total
  * the tape as it was): regular files only, every header field bounded (offsets tile the data
  * exactly, step counts 0..2^53, header <= 100 MB), checksum verified when present (files from
  * other writers have none). TG_ERR_IO for unreadable, malformed or corrupt files. */
+/* tg_clip_grad_norm with options (PyTorch's clip_grad_norm_). */
+typedef struct tg_clip_options {
+  size_t struct_size;     /* tg_clip_options_init */
+  double max_norm;        /* > 0; init 1 */
+  int error_if_nonfinite; /* init 0; nonzero: a NaN / inf total norm fails with TG_ERR_NONFINITE and
+                             leaves every gradient unchanged (the norm is then read on the host: one
+                             wait for the device on CUDA) */
+} tg_clip_options;
+TG_API void tg_clip_options_init(tg_clip_options *opts);
+/* opts may not be NULL; *total_norm (may be NULL) receives the norm before clipping. */
+TG_API tg_status tg_clip_grad_norm_with(tg_tape *tape, const tg_clip_options *opts, double *total_norm);
+
+/* Dynamic loss scaling for f16 training (PyTorch's GradScaler). The loss is multiplied by a scale
+ * S before backward so that small f16 gradients do not underflow; the parameter gradients are then
+ * divided by S and checked in one pass, and S adapts: a step whose gradients are not all finite
+ * multiplies S by backoff_factor (and should be skipped); growth_interval finite steps in a row
+ * multiply it by growth_factor (S stays below 2^64). A scaler is plain host state (no runtime, no
+ * tape): any tape may use it. Use per step:
+ *   tg_id s = tg_loss_scaler_scale(tape, sc, loss);        (records loss * S)
+ *   tg_tape_backward(tape, s);
+ *   int found_inf;
+ *   tg_loss_scaler_unscale(tape, sc, &found_inf);           (grads /= S, found-inf, update S)
+ *   if (!found_inf) { clip...; tg_adamw_step(tape, &o); }   (the step would refuse anyway) */
+typedef struct tg_loss_scaler tg_loss_scaler;
+typedef struct tg_loss_scaler_options {
+  size_t struct_size;      /* tg_loss_scaler_options_init */
+  double init_scale;       /* > 0, finite; init 65536 (2^16) */
+  double growth_factor;    /* > 1; init 2 */
+  double backoff_factor;   /* in (0, 1); init 0.5 */
+  int64_t growth_interval; /* >= 1; init 2000 */
+} tg_loss_scaler_options;
+TG_API void tg_loss_scaler_options_init(tg_loss_scaler_options *opts);
+/* opts may be NULL (the init defaults). */
+TG_API tg_status tg_loss_scaler_create(const tg_loss_scaler_options *opts, tg_loss_scaler **out);
+TG_API void tg_loss_scaler_destroy(tg_loss_scaler *scaler);
+/* The current scale S and the number of finite steps since the last change of S. */
+TG_API tg_status tg_loss_scaler_state(const tg_loss_scaler *scaler, double *scale, int64_t *growth_tracker);
+/* An op: loss * S (recorded like tg_scale; any float value, normally the scalar loss). */
+TG_API tg_id tg_loss_scaler_scale(tg_tape *tape, tg_loss_scaler *scaler, tg_id loss);
+/* Divides every parameter gradient by S (host: in double; CUDA: by the f32 reciprocal, as PyTorch)
+ * and sets *found_inf to 1 when one of them held a NaN or inf (before the division), else 0; then
+ * updates S (back-off on found-inf, growth after growth_interval finite steps). One pass over the
+ * gradients; on CUDA one 4-byte read back. */
+TG_API tg_status tg_loss_scaler_unscale(tg_tape *tape, tg_loss_scaler *scaler, int *found_inf);
+
+/* Checkpoints: every parameter in tg_tape_parameters order with its dtype, shape, value and
+ * optimizer state (moments, step count). Load expects the same parameters (count, dtypes,
+ * shapes, order) to exist already: TG_ERR_SHAPE / TG_ERR_DTYPE with a message otherwise;
+ * TG_ERR_IO for unreadable or malformed files. */
 TG_API tg_status tg_tape_save(tg_tape *tape, const char *path);
 TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
 

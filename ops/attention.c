@@ -218,7 +218,7 @@ static tg_id composed_graph(tg_tape *t, tg_id q, tg_id k, tg_id v, tg_relation *
     float one32 = 1.0f;
     int64_t s1[4] = {1, 1, G, 1}, sv4[4] = {B * Nk, Hkv, 1, Dv}, svq[3] = {B * Nk, Hq, Dv};
     tg_id ones = TG_NO_ID;
-    void *ob = malloc((size_t)G * tg_dtype_size(dt));
+    void *ob = tgi_malloc((size_t)G * tg_dtype_size(dt));
     if (ob) {
       for (int64_t i = 0; i < G; i++)
         memcpy((char *)ob + (size_t)i * tg_dtype_size(dt), dt == TG_F32 ? (void *)&one32 : (void *)&one16,

@@ -22,6 +22,13 @@ static tg_status embedding_backward(tg_tape *t, tgi_node *n) {
     const int32_t *pi = tgi_read_h(t, ids);
     void *gt = tgi_grad_h(t, table);
     if (t->status) return t->status;
+    /* never trust indices in a scatter: backward refuses rewritten ids (versions), and this keeps
+     * an out-of-range row from ever being written */
+    int64_t bad = host_embedding_bad_id(pi, ids->numel, V);
+    if (bad >= 0)
+      return tgi_fail(t, TG_ERR_STATE, "ids hold %d at position %lld; expected ids in [0, %lld)", (int)pi[bad],
+                      (long long)bad, (long long)V),
+             TG_ERR_STATE;
     host_embedding_backward((tg_dtype)table->dtype, gy, pi, ids->numel, D, gt);
     return TG_OK;
   }

@@ -84,6 +84,9 @@ tg_id tg_graph_displacement(tg_tape *t, const tg_relation *rel_in, tg_id src_id,
            TG_NO_ID;
   int dim = (int)ps->shape[1];
   int64_t nnz = r->allowed, oshape[2] = {nnz, dim};
+  if (nnz < 1) /* as tg_graph_gather: no value has a size-0 dim */
+    return tgi_fail(t, TG_ERR_SHAPE, "argument 'rel' has no edge; the per-edge result [E, dim] would be empty"),
+           TG_NO_ID;
   tgi_value *y = tgi_result(t, (tg_dtype)ps->dtype, 2, oshape);
   if (!y) return TG_NO_ID;
   tgi_value *in[2] = {ps, pd};

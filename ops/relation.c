@@ -51,11 +51,11 @@ static tg_status check_bytes(tg_runtime *rt, const char *fn, const char *arg, co
   return TG_OK;
 }
 
-/* Allowed keys of query i under bottom-right causal alignment: j <= i + nk - nq. */
-static int64_t causal_row(int64_t i, int64_t nq, int64_t nk);
+/* Allowed pairs of a causal [nq, nk] relation (bottom-right aligned: j <= i + nk - nq). */
+static int64_t causal_pairs(int64_t nq, int64_t nk);
 
 static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, int64_t nk) {
-  tg_relation *r = calloc(1, sizeof *r);
+  tg_relation *r = tgi_calloc(1, sizeof *r);
   if (!r) return NULL;
   r->refs = 1;
   r->rt = rt;
@@ -64,8 +64,7 @@ static tg_relation *rel_new(tg_runtime *rt, tg_relation_kind kind, int64_t nq, i
   r->nq = nq;
   r->nk = nk;
   if (kind == TG_REL_CAUSAL)
-    for (int64_t i = 0; i < nq; i++)
-      r->allowed += causal_row(i, nq, nk);
+    r->allowed = causal_pairs(nq, nk);
   else
     r->allowed = nq * nk;
   return r;
@@ -109,9 +108,16 @@ void tgi_rel_hold(tgi_node *n, tg_relation *r) {
   n->drop = drop_rel;
 }
 
-static int64_t causal_row(int64_t i, int64_t nq, int64_t nk) {
-  int64_t c = i + nk - nq + 1;
-  return c < 0 ? 0 : c > nk ? nk : c;
+/* Row i allows min(max(i + off, 0), nk) keys, off = nk - nq + 1; their sum in closed form (sizes up
+ * to 2^31: a loop over the rows took seconds): rows with i + off <= 0 add 0, rows with
+ * 0 < i + off < nk add i + off, rows with i + off >= nk add nk. */
+static int64_t causal_pairs(int64_t nq, int64_t nk) {
+  int64_t off = nk - nq + 1, total = 0;
+  int64_t a = 1 - off > 0 ? 1 - off : 0, b = nk - 1 - off < nq - 1 ? nk - 1 - off : nq - 1;
+  if (b >= a) total += (b - a + 1) * (a + b + 2 * off) / 2;
+  int64_t c = nk - off > 0 ? nk - off : 0;
+  if (nq > c) total += nk * (nq - c);
+  return total;
 }
 
 static tg_status simple(tg_runtime *rt, const char *fn, tg_relation_kind kind, int64_t nq, int64_t nk,
@@ -135,7 +141,7 @@ tg_status tg_relation_causal(tg_runtime *rt, int64_t nq, int64_t nk, tg_relation
 /* r->mask_coarse of a u8 mask [nb, nq, nk] (relation.h). */
 static int mask_coarse(const uint8_t *m, int64_t nb, int64_t nq, int64_t nk) {
   const int64_t cq = (nq + 63) / 64, ck = (nk + 63) / 64;
-  uint8_t *cell = malloc((size_t)(cq * ck));
+  uint8_t *cell = tgi_malloc((size_t)(cq * ck));
   if (!cell) return 0;
   int ok = 1;
   for (int64_t b = 0; b < nb && ok; b++) {
@@ -174,7 +180,7 @@ tg_status tg_relation_mask(tg_runtime *rt, int64_t batch, int64_t nq, int64_t nk
                        batch ? "[batch, nq, nk] mask bytes" : "[nq, nk] mask bytes")))
     return s;
   tg_relation *r = rel_new(rt, TG_REL_MASK, nq, nk);
-  uint8_t *m = malloc((size_t)n);
+  uint8_t *m = tgi_malloc((size_t)n);
   if (!r || !m) {
     if (r) tgi_rel_release(r);
     free(m);
@@ -237,7 +243,7 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   if (nk < 0) return s;
   tg_relation *r = rel_new(rt, TG_REL_VARLEN, nq, nk);
   size_t bytes = (size_t)(n_seqs + 1) * sizeof(int32_t);
-  int32_t *q = malloc(bytes), *k = malloc(bytes);
+  int32_t *q = tgi_malloc(bytes), *k = tgi_malloc(bytes);
   if (!r || !q || !k) {
     if (r) tgi_rel_release(r);
     free(q), free(k);
@@ -254,9 +260,7 @@ tg_status tg_relation_varlen(tg_runtime *rt, int n_seqs, const int32_t *cu_seqle
   r->allowed = 0;
   for (int i = 0; i < n_seqs; i++) {
     int64_t lq = q[i + 1] - q[i], lk = k[i + 1] - k[i];
-    if (!r->causal) r->allowed += lq * lk;
-    for (int64_t a = 0; r->causal && a < lq; a++)
-      r->allowed += causal_row(a, lq, lk);
+    r->allowed += r->causal ? causal_pairs(lq, lk) : lq * lk;
   }
   *out = r;
   return TG_OK;
@@ -304,8 +308,8 @@ tg_status tg_relation_csr(tg_runtime *rt, int64_t nq, int64_t nk, const int64_t 
                          (long long)e, col_idx[e], (long long)e - 1, col_idx[e - 1], (long long)i);
     }
   tg_relation *r = rel_new(rt, TG_REL_CSR, nq, nk);
-  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
-  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  int64_t *rp = tgi_malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = tgi_malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
     if (r) tgi_rel_release(r);
     free(rp), free(ci);
@@ -343,15 +347,20 @@ tg_status tg_relation_concat(tg_runtime *rt, int n, tg_relation *const *parts, t
                        "argument 'parts' has parts[%d], a per-batch mask (batch %lld); expected relations that are the "
                        "same for every batch entry (a shared mask has batch 0)",
                        p, (long long)r->mask_batch);
-    nq += r->nq, nk += r->nk, nnz += r->allowed;
+    /* checked as they add up: each part is within REL_MAX, so no partial sum can overflow */
+    nq += r->nq, nk += r->nk;
+    if (nq > REL_MAX || nk > REL_MAX)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "parts[0..%d] add up to nq = %lld, nk = %lld; expected at most %d each", p, (long long)nq,
+                       (long long)nk, REL_MAX);
+    if (r->allowed > (INT64_MAX / 8) - nnz)
+      return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
+                       "parts[0..%d] hold more than 2^60 allowed pairs; at most 2^60 can be concatenated", p);
+    nnz += r->allowed;
   }
-  if (nq > REL_MAX || nk > REL_MAX)
-    return rel_error(rt, TG_ERR_INVALID_ARGUMENT, fn,
-                     "the parts add up to nq = %lld, nk = %lld; expected at most %d each", (long long)nq, (long long)nk,
-                     REL_MAX);
   tg_relation *r = rel_new(rt, TG_REL_CONCAT, nq, nk);
-  int64_t *rp = malloc((size_t)(nq + 1) * sizeof *rp);
-  int32_t *ci = malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
+  int64_t *rp = tgi_malloc((size_t)(nq + 1) * sizeof *rp);
+  int32_t *ci = tgi_malloc((size_t)(nnz ? nnz : 1) * sizeof *ci);
   if (!r || !rp || !ci) {
     if (r) tgi_rel_release(r);
     free(rp), free(ci);
@@ -426,7 +435,7 @@ tg_relation *tgi_rel_batched(tg_tape *t, tg_relation *r, int64_t B) {
   if (B > INT32_MAX / (r->nq > r->nk ? r->nq : r->nk))
     return tgi_fail(t, TG_ERR_SHAPE, "a batch of %lld copies of the relation exceeds %d rows", (long long)B, INT32_MAX),
            NULL;
-  tg_relation **parts = malloc((size_t)B * sizeof *parts), *out = NULL;
+  tg_relation **parts = tgi_malloc((size_t)B * sizeof *parts), *out = NULL;
   if (!parts) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory"), NULL;
   for (int64_t b = 0; b < B; b++)
     parts[b] = r;

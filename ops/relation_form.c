@@ -54,8 +54,8 @@ void tgi_rel_describe(const tg_relation *r, char *buf, size_t cap) {
 tg_status tgi_rel_host_sync(tg_relation *r, char *msg) {
   if (!r->host_pending) return TG_OK;
 #ifdef TIGA_HAVE_CUDA
-  int64_t *rp = malloc((size_t)(r->nq + 1) * sizeof *rp);
-  int32_t *ci = malloc((size_t)(r->nnz ? r->nnz : 1) * sizeof *ci);
+  int64_t *rp = tgi_malloc((size_t)(r->nq + 1) * sizeof *rp);
+  int32_t *ci = tgi_malloc((size_t)(r->nnz ? r->nnz : 1) * sizeof *ci);
   tg_status s = rp && ci ? TG_OK : TG_ERR_OUT_OF_MEMORY;
   if (s) snprintf(msg, TGI_MSG_CAP, "out of host memory for the relation's CSR (%lld edges)", (long long)r->nnz);
   if (!s) s = tgi_device_d2h(r->rt->dev, rp, r->dev.row_ptr, (size_t)(r->nq + 1) * sizeof *rp, msg);
@@ -87,10 +87,10 @@ bool tgi_rel_host_csr(tg_tape *t, tg_relation *r, const int64_t **row_ptr, const
   if (!r->hcsr_row_ptr) {
     host_rel v;
     tgi_rel_host_view(r, &v);
-    int64_t *rp = malloc((size_t)(r->nq + 1) * sizeof *rp);
+    int64_t *rp = tgi_malloc((size_t)(r->nq + 1) * sizeof *rp);
     if (!rp) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for the relation's CSR form");
     host_rel_to_csr(&v, 0, rp, NULL);
-    int32_t *ci = malloc((size_t)(rp[r->nq] ? rp[r->nq] : 1) * sizeof *ci);
+    int32_t *ci = tgi_malloc((size_t)(rp[r->nq] ? rp[r->nq] : 1) * sizeof *ci);
     if (!ci) {
       free(rp);
       return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for the relation's CSR form (%lld edges)",
@@ -191,7 +191,7 @@ static const uint8_t *host_mask(tg_tape *t, tg_relation *r, bool *owned) {
   const int32_t *ci = NULL;
   int64_t nnz;
   if (!tgi_rel_host_csr(t, r, &rp, &ci, &nnz)) return NULL;
-  uint8_t *m = calloc((size_t)(r->nq * r->nk), 1);
+  uint8_t *m = tgi_calloc((size_t)(r->nq * r->nk), 1);
   if (!m) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory densifying the relation"), NULL;
   for (int64_t i = 0; i < r->nq; i++)
     for (int64_t e = rp[i]; e < rp[i + 1]; e++)
@@ -245,7 +245,7 @@ const void *tgi_rel_dev_mask_prep(tg_tape *t, tg_relation *r) {
 const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r) {
   if (r->dev.cu) return r->dev.cu;
   size_t n = (size_t)r->n_seqs + 1;
-  int32_t *h = malloc(2 * n * sizeof *h);
+  int32_t *h = tgi_malloc(2 * n * sizeof *h);
   if (!h) return tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory"), NULL;
   memcpy(h, r->cu_q, n * sizeof *h);
   memcpy(h + n, r->cu_k, n * sizeof *h);

@@ -424,5 +424,8 @@ tg_id tg_split(tg_tape *t, tg_id x_id, int n, const int64_t *sizes, tg_id *outs)
     outs[k] = tgi_id_of(t, y);
     start += sizes[k];
   }
+  if (tgi_done(t, tgi_slot(t, tgi_id_slot(outs[0]))) == TG_NO_ID) /* ends the call (anomaly mode may fail it) */
+    for (int k = 0; k < n; k++)
+      outs[k] = TG_NO_ID;
   return outs[0];
 }

@@ -23,7 +23,7 @@ void tgi_arena_init(tgi_arena *a, size_t align, void *ctx, void *(*alloc)(void *
 }
 
 static tgi_chunk *chunk_new(tgi_arena *a, size_t size) {
-  tgi_chunk *c = malloc(sizeof *c);
+  tgi_chunk *c = tgi_malloc(sizeof *c);
   if (!c) return NULL;
   c->base = a->alloc(a->ctx, size);
   if (!c->base) {

@@ -1,6 +1,7 @@
 /* The reverse sweep. */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void seed_one(void *p, tg_dtype dt) {
@@ -13,10 +14,49 @@ static void seed_one(void *p, tg_dtype dt) {
   }
 }
 
+/* Before anything accumulates: every node the sweep will run must find its inputs at the versions
+ * it recorded (PyTorch's saved-tensor version check), else the gradient would silently mix old and
+ * new values (or, for index inputs, address rows that the forward never read). The marks mirror the
+ * sweep's rule (a node runs when an output that requires grad receives a gradient); they may mark a
+ * node the sweep then skips, which only makes the check stricter. */
+static tg_status check_versions(tg_tape *t, const char *fn, tgi_value *L) {
+  for (uint32_t i = 0; i < t->nvals; i++)
+    tgi_slot(t, i)->sweep_mark = false;
+  L->sweep_mark = true;
+  for (int32_t i = L->producer; i >= 0; i--) {
+    const tgi_node *n = &t->nodes[i];
+    bool runs = false;
+    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+      const tgi_value *ov = tgi_out(t, n, o);
+      runs = runs || (ov->requires_grad && ov->sweep_mark);
+    }
+    if (!runs) continue;
+    for (uint32_t k = 0; k < n->n_in; k++) {
+      if (n->in[k] == UINT32_MAX) continue;
+      tgi_value *v = tgi_in(t, n, k);
+      if (v->version != n->in_ver[k]) {
+        char line[320];
+        tgi_explain_node(t, (uint32_t)i, line, sizeof line);
+        return tgi_error(t, TG_ERR_STATE,
+                         "%s: node #%d (%s, %s) read value v%u (id %lld, input %u) at version %llu, but it is at "
+                         "version %llu now: it was rewritten after the forward (tg_tape_write, tg_tape_load or an "
+                         "optimizer step), so the node's gradient would be wrong; run the forward again. Node: %s",
+                         fn, (int)i, n->cap->op, tg_provider_name(n->cap->provider), n->in[k],
+                         (long long)tgi_id_of(t, v), k, (unsigned long long)n->in_ver[k],
+                         (unsigned long long)v->version, line);
+      }
+      if (v->requires_grad) v->sweep_mark = true;
+    }
+  }
+  return TG_OK;
+}
+
 /* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
  * (the vector-Jacobian product G^T dL/d(inputs)). fn names the public call in messages. */
 static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
-  tg_status s;
+  tg_status s = check_versions(t, fn, L);
+  if (s) return s;
+  if (t->check_finite && (s = tgi_finite_sweep_begin(t))) goto failed;
   /* intermediate gradients restart from zero on every sweep; leaves accumulate */
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
@@ -87,13 +127,25 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     s = n->cap->backward(t, n);
     if (s != TG_OK || t->status != TG_OK) {
       if (t->status == TG_OK) tgi_fail(t, s, "backward failed");
+      char msg[TGI_MSG_CAP]; /* the message names the call, then the node that failed */
+      memcpy(msg, t->msg, sizeof msg);
+      snprintf(t->msg, sizeof t->msg, "%s: node #%d (%s, %s): %s", fn, (int)i, n->cap->op,
+               tg_provider_name(n->cap->provider), msg);
       goto failed;
     }
+    if (t->check_finite && !tgi_finite_backward(t, (uint32_t)i)) return t->status; /* sticky */
   }
-  return TG_OK;
+  if (t->check_finite) tgi_finite_sweep_end(t);
+  return t->status; /* TG_OK, or anomaly mode's sticky TG_ERR_NONFINITE */
 failed:
   s = t->status;
-  t->status = TG_OK; /* a failed sweep is reported, not sticky: the tape stays usable */
+  t->status = TG_OK;                     /* a failed sweep is reported, not sticky: the tape stays usable */
+  if (strncmp(t->msg, fn, strlen(fn))) { /* a failure before the nodes: name the call */
+    char msg[TGI_MSG_CAP];
+    memcpy(msg, t->msg, sizeof msg);
+    snprintf(t->msg, sizeof t->msg, "%s: %s", fn, msg);
+  }
+  tgi_set_last_error("%s", t->msg);
   return s ? s : TG_ERR_INTERNAL;
 }
 
@@ -102,6 +154,7 @@ static tg_status begin(tg_tape *t, const char *fn) {
     tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
     return TG_ERR_INVALID_ARGUMENT;
   }
+  tgi_finite_resolve(t);
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
   return TG_OK;
@@ -110,6 +163,7 @@ static tg_status begin(tg_tape *t, const char *fn) {
 tg_status tg_tape_backward(tg_tape *t, tg_id loss) {
   tg_status s = begin(t, "tg_tape_backward");
   if (s) return s;
+  TGI_GUARD(t->rt, "tg_tape_backward", TG_ERR_STATE);
   tgi_value *L = tgi_lookup(t, "tg_tape_backward", "loss", loss, &s);
   if (!L) return s;
   if (L->numel != 1)
@@ -129,6 +183,7 @@ tg_status tg_tape_backward_with(tg_tape *t, tg_id y, tg_id grad_y) {
   const char *fn = "tg_tape_backward_with";
   tg_status s = begin(t, fn);
   if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
   tgi_value *L = tgi_lookup(t, fn, "y", y, &s);
   if (!L) return s;
   tgi_value *G = tgi_lookup(t, fn, "grad_y", grad_y, &s);

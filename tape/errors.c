@@ -36,6 +36,8 @@ tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) {
 }
 
 bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) {
+  /* an op call ends with its failure (debug builds' thread check) */
+  tgi_thread_leave(t->rt);
   if (t->status != TG_OK) return false; /* the first failure wins */
   char tmp[TGI_MSG_CAP];
   va_list ap;
@@ -88,6 +90,7 @@ const char *tg_status_string(tg_status s) {
   case TG_ERR_IO: return "TG_ERR_IO";
   case TG_ERR_GRADCHECK: return "TG_ERR_GRADCHECK";
   case TG_ERR_INTERNAL: return "TG_ERR_INTERNAL";
+  case TG_ERR_NONFINITE: return "TG_ERR_NONFINITE";
   }
   return "TG_ERR_UNKNOWN";
 }

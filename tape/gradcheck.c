@@ -169,10 +169,10 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
   r.excess = -INFINITY;
   gc_ctx c = {rt, NULL, fn, user, n_inputs, inputs, NULL, NULL, NULL, o.provider};
   tg_status s = TG_ERR_OUT_OF_MEMORY;
-  double **grads = calloc((size_t)n_inputs, sizeof *grads);
-  c.x = calloc((size_t)n_inputs, sizeof *c.x);
-  c.numel = calloc((size_t)n_inputs, sizeof *c.numel);
-  c.ids = calloc((size_t)n_inputs, sizeof *c.ids);
+  double **grads = tgi_calloc((size_t)n_inputs, sizeof *grads);
+  c.x = tgi_calloc((size_t)n_inputs, sizeof *c.x);
+  c.numel = tgi_calloc((size_t)n_inputs, sizeof *c.numel);
+  c.ids = tgi_calloc((size_t)n_inputs, sizeof *c.ids);
   if (!grads || !c.x || !c.numel || !c.ids) {
     tgi_rt_error(rt, s, "tg_gradcheck: out of host memory");
     goto done;
@@ -202,8 +202,8 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
     }
     c.numel[i] = n;
     if (!inputs[i].differentiable) continue;
-    c.x[i] = malloc((size_t)n * sizeof(double));
-    grads[i] = calloc((size_t)n, sizeof(double));
+    c.x[i] = tgi_malloc((size_t)n * sizeof(double));
+    grads[i] = tgi_calloc((size_t)n, sizeof(double));
     if (!c.x[i] || !grads[i]) {
       s = tgi_rt_error(rt, TG_ERR_OUT_OF_MEMORY, "tg_gradcheck: out of host memory");
       goto done;
@@ -251,8 +251,8 @@ tg_status tg_gradcheck(tg_runtime *rt, tg_gradcheck_fn fn, void *user, int n_inp
         consider(&r, &o, i, k, grads[i][k], (fp - fm) / (2 * o.eps));
       }
     } else {
-      double *u = malloc((size_t)n * sizeof(double));
-      double *x0 = malloc((size_t)n * sizeof(double));
+      double *u = tgi_malloc((size_t)n * sizeof(double));
+      double *x0 = tgi_malloc((size_t)n * sizeof(double));
       if (!u || !x0) {
         free(u);
         free(x0);

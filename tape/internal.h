@@ -7,6 +7,8 @@
 
 #include "tiga.h"
 
+#include "alloc.h"
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -68,11 +70,17 @@ tg_status tgi_device_zero(tgi_device *dev, void *p, size_t bytes, char *msg);
 tg_status tgi_device_sync(tgi_device *dev, char *msg);
 void tgi_device_memory(const tgi_device *dev, size_t *current, size_t *peak);
 void tgi_device_reset_peak(tgi_device *dev);
-/* Testing hook behind tg_runtime_inject_alloc_failure. */
+/* Testing hook behind tg_runtime_inject_alloc_failure (device and pinned host allocations), and
+ * its countdown now (-1: disarmed or fired). */
 void tgi_device_inject_alloc_failure(tgi_device *dev, int64_t after);
 /* TG_OK when [p, p + bytes) is device memory of the device's ordinal (zero-copy inputs); else
  * TG_ERR_INVALID_ARGUMENT with why in msg. */
 tg_status tgi_device_check_pointer(tgi_device *dev, const void *p, size_t bytes, char *msg);
+int64_t tgi_device_alloc_failure_pending(const tgi_device *dev);
+/* Anomaly mode's device check: *flag = max(*flag, tag) when one of the n elements of x (a float
+ * dtype) is NaN or +-inf; stream-ordered, nothing waits. */
+tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *flag,
+                                    char *msg);
 /* Handles the CUDA launchers take (opaque to C; see cuda/launch.h). NULL without a device. */
 struct CUstream_st;
 struct cublasContext;
@@ -85,7 +93,8 @@ void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
  * Reference counted (tiga.h: lifetimes): the caller's handle, each tape and each relation hold
  * one reference; the device is closed when the last one is dropped. */
 struct tg_runtime {
-  int64_t refs; /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
+  int64_t refs;    /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
+  uintptr_t owner; /* debug builds: the thread inside a call on this runtime (TGI_GUARD), 0 if none */
   tgi_device *dev; /* NULL on a host-only runtime */
   int device_index;
   char msg[TGI_MSG_CAP];
@@ -122,7 +131,8 @@ typedef enum tgi_kind {
 } tgi_kind;
 
 typedef struct tgi_value {
-  uint32_t gen;
+  uint64_t gen;     /* (tape tag << TGI_GEN_BITS) | the slot's generation (see tgi_make_id) */
+  uint64_t version; /* bumped by every write of the data after creation (tgi_value_bump_version) */
   uint8_t kind;
   uint8_t dtype;
   uint8_t ndim;
@@ -133,6 +143,8 @@ typedef struct tgi_value {
   int64_t numel;
   size_t bytes;
   int32_t producer; /* node index, -1 for leaves */
+  bool retired;     /* free slot whose generation is exhausted: never handed out again */
+  bool sweep_mark;  /* backward's pre-pass: a gradient will flow into this value */
   tgi_buf data;
   tgi_buf grad;
   /* optimizer state (parameters only), same dtype and size as the value */
@@ -183,7 +195,9 @@ struct tgi_node {
   void *held;
   void (*drop)(void *held);
   uint32_t n_in, n_out;
-  uint32_t *in; /* value slots (arena) */
+  uint32_t *in;     /* value slots (arena) */
+  uint64_t *in_ver; /* versions of the inputs when the node was recorded (arena): backward refuses
+                       to run the node when one of them has been rewritten since */
   uint32_t out[2];
   void *saved; /* extra state for backward (arena; host or device per `saved_on`) */
   size_t saved_bytes;
@@ -207,7 +221,7 @@ struct tg_tape {
   tgi_value **vslabs;
   uint32_t nvslabs;
   uint32_t nvals; /* slots ever used */
-  uint32_t tag;   /* 11-bit tape tag kept in the high bits of every generation */
+  uint32_t tag;   /* tape tag (TGI_TAG_BITS), kept in the high bits of every generation */
   uint32_t *free_slots;
   uint32_t nfree, capfree;
 
@@ -222,6 +236,12 @@ struct tg_tape {
   const char *cur_op;    /* name of the op being called (message prefix) */
 
   bool grad_enabled;
+  bool check_finite;   /* anomaly mode (tape/finite.c) */
+  uint32_t nf_checked; /* nodes [0, nf_checked) had their outputs checked (or predate the mode) */
+  bool nf_fwd_dev;     /* device checks of outputs issued since the last look at dev_flags[0] */
+  bool nf_bwd_dev;     /* device checks of gradients issued in this sweep */
+  int32_t *dev_flags;  /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
+                          [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
   tg_provider provider;
   uint64_t seed;
   uint64_t rng_calls;
@@ -230,12 +250,82 @@ struct tg_tape {
 
 #define TGI_SLAB 1024u
 static inline tgi_value *tgi_slot(const tg_tape *t, uint32_t idx) { return &t->vslabs[idx / TGI_SLAB][idx % TGI_SLAB]; }
-/* A generation is (tape tag << 20) | counter, so an id from another tape never matches. */
-#define TGI_GEN_BITS 20u
-static inline uint32_t tgi_gen_next(uint32_t gen) {
-  return (gen & ~((1u << TGI_GEN_BITS) - 1)) | ((gen + 1) & ((1u << TGI_GEN_BITS) - 1));
-}
-static inline tg_id tgi_make_id(uint32_t idx, uint32_t gen) { return (tg_id)(((uint64_t)gen << 32) | idx); }
+/* Ids. A tg_id is (gen << TGI_SLOT_BITS) | slot with gen = (tape tag << TGI_GEN_BITS) | the slot's
+ * generation; bit 63 stays clear (ids are >= 0; TG_NO_ID and TG_ABSENT are negative).
+ *   slot: at most TGI_MAX_SLOTS values live in one tape (creating one more is TG_ERR_OUT_OF_MEMORY);
+ *   generation: bumped when the slot's value is dropped; a slot whose generation is exhausted is
+ *     retired (never reused), so a stale id can never match a later value;
+ *   tag: unique among the tapes alive (tape.c keeps the set); handed out round-robin, so a dead tape's
+ *     tag returns only after 2^TGI_TAG_BITS - 2 later tapes. */
+#define TGI_SLOT_BITS 26u
+#define TGI_GEN_BITS 18u
+#define TGI_TAG_BITS 19u
+#define TGI_MAX_SLOTS ((1u << TGI_SLOT_BITS) - 1u)
+#define TGI_GEN_MASK ((UINT64_C(1) << TGI_GEN_BITS) - 1u)
+static inline bool tgi_gen_exhausted(uint64_t gen) { return (gen & TGI_GEN_MASK) == TGI_GEN_MASK; }
+static inline tg_id tgi_make_id(uint32_t idx, uint64_t gen) { return (tg_id)((gen << TGI_SLOT_BITS) | idx); }
+static inline uint32_t tgi_id_slot(tg_id id) { return (uint32_t)((uint64_t)id & ((1u << TGI_SLOT_BITS) - 1u)); }
+static inline uint64_t tgi_id_gen(tg_id id) { return (uint64_t)id >> TGI_SLOT_BITS; }
+static inline uint32_t tgi_gen_tag(uint64_t gen) { return (uint32_t)(gen >> TGI_GEN_BITS); }
+/* Resolves an id of tape t: the value, or NULL with *why set ("TG_NO_ID", "foreign", "never issued",
+ * "stale"). Shared by tgi_lookup (returning calls) and tgi_arg (op calls). */
+tgi_value *tgi_resolve(const tg_tape *t, tg_id id, const char **why);
+
+/* Versions (tiga.h: tg_tape_backward). Every write of a value's data after its creation (tg_tape_write,
+ * tg_tape_load, optimizer steps, tgi_write_h/_d) bumps its version; a node records its inputs'
+ * versions, and backward refuses to run a node whose input changed since. A writer that changes
+ * value bytes without tgi_write_h/_d (e.g. the checkpoint loader, an optimizer updating in place)
+ * calls this. */
+static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
+
+/* ------------------------------------------------------------ anomaly mode (tape/finite.c) */
+
+/* Index of the first NaN / inf among n elements of dtype dt on the host, or -1 (integer dtypes: -1). */
+int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n);
+/* The device flags of the tape (zeroed at first use); NULL + returned error on failure. */
+int32_t *tgi_dev_flags(tg_tape *t, tg_status *st, char *msg);
+/* Forward: checks the outputs of the nodes recorded since the last check (host at once, device by
+ * a flag). Called when an op call ends (tgi_done), so each node is complete (its describe works). */
+void tgi_finite_forward(tg_tape *t);
+/* Makes device findings of the forward sticky (reads the flag once: a wait for the device). */
+void tgi_finite_resolve(tg_tape *t);
+/* Backward: at the start of a sweep; after node `node`'s backward ran (false: a non-finite gradient
+ * was found, the sticky error is set); at the end of the sweep (reads the device flag once). */
+tg_status tgi_finite_sweep_begin(tg_tape *t);
+bool tgi_finite_backward(tg_tape *t, uint32_t node);
+void tgi_finite_sweep_end(tg_tape *t);
+/* tg_tape_reset: forgets the findings of the step. */
+void tgi_finite_reset(tg_tape *t);
+/* One explain line of node i (no newline) into buf. */
+void tgi_explain_node(const tg_tape *t, uint32_t i, char *buf, size_t cap);
+
+/* ------------------------------------------------------------ threads (debug builds)
+ * tiga.h: a runtime and its tapes are used by one thread at a time. Debug builds (NDEBUG unset, or
+ * TIGA_DEBUG defined) check it: a call takes the runtime's owner slot (an atomic compare-and-swap
+ * of its thread's id) and gives it back when it returns; a call that finds another thread's id
+ * there fails (TG_ERR_STATE for returning calls, TG_NO_ID for op calls) with a message in
+ * tg_last_error() and on stderr, touching nothing. Op calls take the slot in tgi_op_begin and give
+ * it back in tgi_done / tgi_fail; returning calls hold it for their scope (TGI_GUARD). */
+#if !defined(NDEBUG) || defined(TIGA_DEBUG)
+#define TGI_THREAD_CHECK 1
+#else
+#define TGI_THREAD_CHECK 0
+#endif
+typedef struct tgi_guard {
+  tg_runtime *rt;
+  bool acquired;
+} tgi_guard;
+/* False when another thread is inside a call on rt (message set). */
+bool tgi_thread_enter(tg_runtime *rt, const char *fn, bool *acquired);
+void tgi_thread_leave(tg_runtime *rt);
+void tgi_guard_exit(tgi_guard *g);
+#if TGI_THREAD_CHECK
+#define TGI_GUARD(rt_, fn_, fail_ret)                                                                                  \
+  tgi_guard tgi_guard_ __attribute__((cleanup(tgi_guard_exit))) = {(rt_), false};                                      \
+  if (!tgi_thread_enter(tgi_guard_.rt, (fn_), &tgi_guard_.acquired)) return (fail_ret)
+#else
+#define TGI_GUARD(rt_, fn_, fail_ret) ((void)0)
+#endif
 
 /* ------------------------------------------------------------ helpers for API calls */
 

@@ -103,7 +103,7 @@ tg_status tg_tape_set_name(tg_tape *t, tg_id id, const char *name) {
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT,
                      "tg_tape_set_name: name '%s' is taken by parameter %lld (position %zu); names are unique", name,
                      (long long)tgi_id_of(t, other), pos);
-  char *copy = malloc(len + 1);
+  char *copy = tgi_malloc(len + 1);
   if (!copy) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_set_name: out of host memory");
   memcpy(copy, name, len + 1);
   free(v->name);

@@ -52,6 +52,10 @@ tg_status tgi_device_check_pointer(tgi_device *dev, const void *p, size_t bytes,
   (void)dev, (void)p, (void)bytes;
   return none(msg);
 }
+int64_t tgi_device_alloc_failure_pending(const tgi_device *dev) {
+  (void)dev;
+  return -1;
+}
 struct CUstream_st *tgi_device_stream(tgi_device *dev) {
   (void)dev;
   return NULL;
@@ -80,4 +84,9 @@ tg_status tgi_device_h2d_async(tgi_device *dev, void *dst, const void *src, size
 tg_status tgi_device_h2d_wait(tgi_device *dev, char *msg) {
   (void)dev, (void)msg;
   return TG_OK;
+}
+tg_status tgi_device_flag_nonfinite(tgi_device *dev, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *flag,
+                                    char *msg) {
+  (void)dev, (void)dt, (void)x, (void)n, (void)tag, (void)flag;
+  return none(msg);
 }

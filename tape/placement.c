@@ -15,7 +15,7 @@ static void *side_alloc(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
   }
   if (v->kind == TGI_PARAM) {
     if (side == TGI_ON_HOST) {
-      *slot = aligned_alloc(64, (bytes + 63) / 64 * 64);
+      *slot = tgi_aligned_alloc(64, (bytes + 63) / 64 * 64);
       if (!*slot) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory (%zu bytes for a parameter)", bytes);
     } else {
       char msg[TGI_MSG_CAP];
@@ -72,14 +72,16 @@ void *tgi_read_d(tg_tape *t, tgi_value *v) {
   }
   return make_current(t, v, &v->data, TGI_ON_DEV);
 }
+/* A write makes the written side the only current one and bumps the version (nodes that read the
+ * old bytes must not run their backward on the new ones). */
 void *tgi_write_h(tg_tape *t, tgi_value *v) {
   void *p = side_alloc(t, v, &v->data, TGI_ON_HOST);
-  if (p) v->data.valid = TGI_ON_HOST;
+  if (p) v->data.valid = TGI_ON_HOST, tgi_value_bump_version(v);
   return p;
 }
 void *tgi_write_d(tg_tape *t, tgi_value *v) {
   void *p = side_alloc(t, v, &v->data, TGI_ON_DEV);
-  if (p) v->data.valid = TGI_ON_DEV;
+  if (p) v->data.valid = TGI_ON_DEV, tgi_value_bump_version(v);
   return p;
 }
 

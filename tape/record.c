@@ -12,6 +12,8 @@ bool tgi_op_begin(tg_tape *t, const char *op) {
     return false;
   }
   if (t->status != TG_OK) return false; /* sticky: do nothing */
+  bool acquired;
+  if (!tgi_thread_enter(t->rt, op, &acquired)) return false; /* debug builds: another thread is inside */
   t->cur_op = op;
   t->pending_h2d = t->pending_d2h = 0;
   return true;
@@ -28,21 +30,15 @@ tgi_value *tgi_arg(tg_tape *t, const char *arg, tg_id id) {
              id == TG_NO_ID ? "TG_NO_ID" : "a negative id");
     return NULL;
   }
-  uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
-  uint32_t gen = (uint32_t)((uint64_t)id >> 32);
-  if ((gen >> TGI_GEN_BITS) != t->tag) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued (another tape's id?)", arg,
-             (long long)id);
-    return NULL;
-  }
-  if (idx >= t->nvals) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued", arg, (long long)id);
-    return NULL;
-  }
-  tgi_value *v = tgi_slot(t, idx);
-  if (v->kind == TGI_FREE || v->gen != gen) {
-    tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", arg,
-             (long long)id);
+  const char *why;
+  tgi_value *v = tgi_resolve(t, id, &why);
+  if (!v) {
+    if (!strcmp(why, "stale"))
+      tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", arg,
+               (long long)id);
+    else
+      tgi_fail(t, TG_ERR_INVALID_ID, "argument '%s' is id %lld, which this tape never issued%s", arg, (long long)id,
+               !strcmp(why, "foreign") ? " (another tape's id?)" : "");
     return NULL;
   }
   if (!v->data.valid) {
@@ -126,6 +122,12 @@ tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape) {
   v->ndim = (uint8_t)ndim;
   int64_t n = 1;
   for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 1) { /* no value is empty (kernels divide by sizes): an op that would make one fails */
+      tgi_fail(t, TG_ERR_SHAPE, "the result would have size %lld at dim %d; every size must be >= 1",
+               (long long)shape[i], i);
+      v->kind = TGI_RESULT; /* dropped by the next reset */
+      return NULL;
+    }
     v->shape[i] = shape[i];
     n *= shape[i];
   }
@@ -148,7 +150,7 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   if (t->status != TG_OK || !t->grad_enabled) return NULL;
   if (t->nnodes == t->capnodes) {
     uint32_t nc = t->capnodes ? t->capnodes * 2 : 256;
-    tgi_node *nn = realloc(t->nodes, nc * sizeof *nn);
+    tgi_node *nn = tgi_realloc(t->nodes, nc * sizeof *nn);
     if (!nn) {
       tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for a node");
       return NULL;
@@ -157,7 +159,8 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
     t->capnodes = nc;
   }
   uint32_t *ins = n_in ? tgi_arena_alloc(&t->host_arena, n_in * sizeof *ins) : NULL;
-  if (n_in && !ins) {
+  uint64_t *vers = n_in ? tgi_arena_alloc(&t->host_arena, n_in * sizeof *vers) : NULL;
+  if (n_in && (!ins || !vers)) {
     tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of host memory for a node");
     return NULL;
   }
@@ -166,8 +169,11 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   n->cap = cap;
   n->n_in = n_in;
   n->in = ins;
-  for (uint32_t i = 0; i < n_in; i++)
+  n->in_ver = vers;
+  for (uint32_t i = 0; i < n_in; i++) {
     ins[i] = tgi_slot_of(t, in[i]);
+    vers[i] = in[i] ? in[i]->version : 0;
+  }
   n->n_out = n_out;
   bool grad = tgi_needs_grad(t, n_in, in);
   for (uint32_t i = 0; i < n_out && i < 2; i++) {
@@ -192,6 +198,8 @@ void tgi_nodes_drop(tg_tape *t, uint32_t from) {
 }
 
 tg_id tgi_done(tg_tape *t, tgi_value *v) {
+  if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t);
+  tgi_thread_leave(t->rt);
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);
 }

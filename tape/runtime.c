@@ -12,7 +12,7 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
     return TG_ERR_INVALID_ARGUMENT;
   }
   *out = NULL;
-  tg_runtime *rt = calloc(1, sizeof *rt);
+  tg_runtime *rt = tgi_calloc(1, sizeof *rt);
   if (!rt) {
     tgi_set_last_error("tg_runtime_create: out of host memory");
     return TG_ERR_OUT_OF_MEMORY;
@@ -82,6 +82,15 @@ tg_status tg_runtime_inject_alloc_failure(tg_runtime *rt, int64_t after) {
   }
   if (!rt->dev) return tgi_rt_error(rt, TG_ERR_NO_DEVICE, "tg_runtime_inject_alloc_failure: the runtime is host-only");
   tgi_device_inject_alloc_failure(rt->dev, after);
+  return TG_OK;
+}
+
+tg_status tg_runtime_alloc_failure_pending(const tg_runtime *rt, int64_t *pending) {
+  if (!rt || !pending) {
+    tgi_set_last_error("tg_runtime_alloc_failure_pending: argument '%s' is NULL", !rt ? "rt" : "pending");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  *pending = tgi_device_alloc_failure_pending(rt->dev);
   return TG_OK;
 }
 

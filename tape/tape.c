@@ -12,7 +12,7 @@
 static void *host_alloc(void *ctx, size_t bytes) {
   tg_runtime *rt = ctx;
   size_t n = (bytes + 63) / 64 * 64;
-  if (!rt->dev) return aligned_alloc(64, n);
+  if (!rt->dev) return tgi_aligned_alloc(64, n);
   void *p = NULL;
   char msg[TGI_MSG_CAP];
   return tgi_device_host_alloc(rt->dev, n, &p, msg) == TG_OK ? p : NULL;
@@ -36,6 +36,42 @@ static void dev_release(void *ctx, void *p) {
   tgi_device_free(rt->dev, p);
 }
 
+/* ------------------------------------------------------------ tape tags
+ * The tags of live tapes (internal.h, ids): a bitmap under a spin lock, handed out round-robin
+ * from a global cursor, so no two live tapes share a tag and a freed tag comes back last. Tag 0 is
+ * never used (small integers are never valid ids). */
+#define TAG_COUNT (1u << TGI_TAG_BITS)
+static uint64_t tag_live[TAG_COUNT / 64];
+static uint32_t tag_cursor;
+static int tag_lock;
+
+static void tags_lock(void) {
+  while (__atomic_exchange_n(&tag_lock, 1, __ATOMIC_ACQUIRE)) {
+  }
+}
+static void tags_unlock(void) { __atomic_store_n(&tag_lock, 0, __ATOMIC_RELEASE); }
+
+/* A free tag, marked live; 0 when every tag is taken. */
+static uint32_t tag_take(void) {
+  uint32_t got = 0;
+  tags_lock();
+  for (uint32_t k = 0; k < TAG_COUNT && !got; k++) {
+    uint32_t c = tag_cursor = (tag_cursor + 1) % TAG_COUNT;
+    if (c && !(tag_live[c / 64] >> (c % 64) & 1)) {
+      tag_live[c / 64] |= UINT64_C(1) << (c % 64);
+      got = c;
+    }
+  }
+  tags_unlock();
+  return got;
+}
+
+static void tag_give(uint32_t c) {
+  tags_lock();
+  tag_live[c / 64] &= ~(UINT64_C(1) << (c % 64));
+  tags_unlock();
+}
+
 /* ------------------------------------------------------------ create / destroy */
 
 tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
@@ -48,13 +84,17 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
     tgi_set_last_error("tg_tape_create: argument 'rt' is NULL; expected a runtime from tg_runtime_create_*");
     return TG_ERR_INVALID_ARGUMENT;
   }
-  tg_tape *t = calloc(1, sizeof *t);
+  tg_tape *t = tgi_calloc(1, sizeof *t);
   if (!t) return tgi_rt_error(rt, TG_ERR_OUT_OF_MEMORY, "tg_tape_create: out of host memory");
   t->refs = 1;
+  t->tag = tag_take();
+  if (!t->tag) {
+    free(t);
+    return tgi_rt_error(rt, TG_ERR_STATE, "tg_tape_create: %u tapes are alive, the most ids can tell apart",
+                        TAG_COUNT - 1);
+  }
   t->rt = rt;
   tgi_rt_retain(rt);
-  static _Atomic unsigned next_tag = 1;
-  t->tag = 1 + (next_tag++ % 2047u);
   tgi_arena_init(&t->host_arena, 64, rt, host_alloc, host_release);
   tgi_arena_init(&t->dev_arena, 256, rt, dev_alloc, dev_release);
   t->grad_enabled = true;
@@ -79,10 +119,13 @@ static void value_release(tg_tape *t, tgi_value *v) {
     buf_free_persistent(t, &v->opt_v);
   }
   tgi_value_free_name(v);
-  uint32_t gen = tgi_gen_next(v->gen);
+  /* the next occupant gets the next generation; an exhausted slot is retired instead */
+  bool retire = tgi_gen_exhausted(v->gen);
+  uint64_t gen = retire ? v->gen : v->gen + 1;
   memset(v, 0, sizeof *v);
   v->gen = gen;
   v->kind = TGI_FREE;
+  v->retired = retire;
 }
 
 void tg_tape_destroy(tg_tape *t) {
@@ -107,7 +150,9 @@ void tgi_tape_release(tg_tape *t) {
   free(t->nodes);
   tgi_arena_free(&t->host_arena);
   tgi_arena_free(&t->dev_arena);
+  if (t->dev_flags) tgi_device_free(t->rt->dev, t->dev_flags);
   tgi_rt_release(t->rt);
+  tag_give(t->tag);
   free(t);
 }
 
@@ -129,67 +174,96 @@ tgi_value *tgi_slot_new(tg_tape *t) {
   if (t->nfree) {
     idx = t->free_slots[--t->nfree];
   } else {
+    if (t->nvals == TGI_MAX_SLOTS) return NULL;
     if (t->nvals == (uint32_t)t->nvslabs * TGI_SLAB) {
-      tgi_value **ns = realloc(t->vslabs, (t->nvslabs + 1) * sizeof *ns);
+      tgi_value **ns = tgi_realloc(t->vslabs, (t->nvslabs + 1) * sizeof *ns);
       if (!ns) return NULL;
       t->vslabs = ns;
-      ns[t->nvslabs] = calloc(TGI_SLAB, sizeof(tgi_value));
+      ns[t->nvslabs] = tgi_calloc(TGI_SLAB, sizeof(tgi_value));
       if (!ns[t->nvslabs]) return NULL;
       t->nvslabs++;
     }
     idx = t->nvals++;
-    tgi_slot(t, idx)->gen = t->tag << TGI_GEN_BITS;
+    tgi_slot(t, idx)->gen = (uint64_t)t->tag << TGI_GEN_BITS;
   }
   tgi_value *v = tgi_slot(t, idx);
-  uint32_t gen = v->gen;
+  uint64_t gen = v->gen;
   memset(v, 0, sizeof *v);
   v->gen = gen;
   v->producer = -1;
   return v;
 }
 
-tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_status *st) {
-  *st = TG_ERR_INVALID_ID;
+tgi_value *tgi_resolve(const tg_tape *t, tg_id id, const char **why) {
   if (id < 0) {
-    tgi_error(t, *st, "%s: argument '%s' is TG_NO_ID; expected the id of a value (was it the result of a failed op?)",
-              fn, arg);
+    *why = id == TG_NO_ID ? "TG_NO_ID" : id == TG_ABSENT ? "TG_ABSENT" : "negative";
     return NULL;
   }
-  uint32_t idx = (uint32_t)((uint64_t)id & 0xffffffffu);
-  uint32_t gen = (uint32_t)((uint64_t)id >> 32);
-  if ((gen >> TGI_GEN_BITS) == t->tag && idx >= t->nvals) {
-    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued", fn, arg, (long long)id);
+  uint32_t idx = tgi_id_slot(id);
+  uint64_t gen = tgi_id_gen(id);
+  if (tgi_gen_tag(gen) != t->tag) {
+    *why = "foreign";
     return NULL;
   }
-  if ((gen >> TGI_GEN_BITS) != t->tag) {
-    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued (another tape's id?)", fn, arg,
-              (long long)id);
+  if (idx >= t->nvals) {
+    *why = "never issued";
     return NULL;
   }
   tgi_value *v = tgi_slot(t, idx);
   if (v->kind == TGI_FREE || v->gen != gen) {
-    tgi_error(t, *st, "%s: argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", fn, arg,
-              (long long)id);
+    *why = "stale";
     return NULL;
   }
-  *st = TG_OK;
+  *why = NULL;
   return v;
+}
+
+tgi_value *tgi_lookup(tg_tape *t, const char *fn, const char *arg, tg_id id, tg_status *st) {
+  *st = TG_ERR_INVALID_ID;
+  const char *why;
+  tgi_value *v = tgi_resolve(t, id, &why);
+  if (v) {
+    *st = TG_OK;
+    return v;
+  }
+  if (id < 0)
+    tgi_error(t, *st, "%s: argument '%s' is %s; expected the id of a value (was it the result of a failed op?)", fn,
+              arg,
+              id == TG_NO_ID    ? "TG_NO_ID"
+              : id == TG_ABSENT ? "TG_ABSENT"
+                                : "a negative id");
+  else if (!strcmp(why, "stale"))
+    tgi_error(t, *st, "%s: argument '%s' is id %lld, a step value dropped by tg_tape_reset (stale id)", fn, arg,
+              (long long)id);
+  else
+    tgi_error(t, *st, "%s: argument '%s' is id %lld, which this tape never issued%s", fn, arg, (long long)id,
+              !strcmp(why, "foreign") ? " (another tape's id?)" : "");
+  return NULL;
 }
 
 /* ------------------------------------------------------------ state */
 
 tg_runtime *tg_tape_runtime(const tg_tape *t) { return t ? t->rt : NULL; }
 
-tg_status tg_tape_status(const tg_tape *t) { return t ? t->status : TG_ERR_INVALID_ARGUMENT; }
-const char *tg_tape_error(const tg_tape *t) { return t ? t->msg : tg_last_error(); }
+/* Both first look at the device's anomaly flag (tape/finite.c; the tape is changed, hence the cast). */
+tg_status tg_tape_status(const tg_tape *t) {
+  if (!t) return TG_ERR_INVALID_ARGUMENT;
+  tgi_finite_resolve((tg_tape *)t);
+  return t->status;
+}
+const char *tg_tape_error(const tg_tape *t) {
+  if (!t) return tg_last_error();
+  tgi_finite_resolve((tg_tape *)t);
+  return t->msg;
+}
 
+/* The tape argument, then the thread check of debug builds for the rest of the call's scope. */
 #define NEED_TAPE(fn)                                                                                                  \
-  do {                                                                                                                 \
-    if (!t) {                                                                                                          \
-      tgi_set_last_error(fn ": argument 'tape' is NULL; expected a tape from tg_tape_create");                         \
-      return TG_ERR_INVALID_ARGUMENT;                                                                                  \
-    }                                                                                                                  \
-  } while (0)
+  if (!t) {                                                                                                            \
+    tgi_set_last_error(fn ": argument 'tape' is NULL; expected a tape from tg_tape_create");                           \
+    return TG_ERR_INVALID_ARGUMENT;                                                                                    \
+  }                                                                                                                    \
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE)
 
 tg_status tg_tape_reset(tg_tape *t) {
   NEED_TAPE("tg_tape_reset");
@@ -202,18 +276,19 @@ tg_status tg_tape_reset(tg_tape *t) {
     tg_status s = tgi_device_h2d_wait(t->rt->dev, msg);
     if (s) return tgi_error(t, s, "tg_tape_reset: %s", msg);
   }
+  /* room for every slot on the free list first, so that nothing below can fail */
+  if (t->capfree < t->nvals) {
+    uint32_t nc = t->nvals > 256 ? t->nvals : 256;
+    uint32_t *nf = tgi_realloc(t->free_slots, nc * sizeof *nf);
+    if (!nf) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_reset: out of host memory");
+    t->free_slots = nf;
+    t->capfree = nc;
+  }
   for (uint32_t i = 0; i < t->nvals; i++) {
     tgi_value *v = tgi_slot(t, i);
     if (v->kind == TGI_FREE || v->kind == TGI_PARAM) continue;
     value_release(t, v);
-    if (t->nfree == t->capfree) {
-      uint32_t nc = t->capfree ? t->capfree * 2 : 256;
-      uint32_t *nf = realloc(t->free_slots, nc * sizeof *nf);
-      if (!nf) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_reset: out of host memory");
-      t->free_slots = nf;
-      t->capfree = nc;
-    }
-    t->free_slots[t->nfree++] = i;
+    if (!v->retired) t->free_slots[t->nfree++] = i;
   }
   /* hand out low slots first: ids stay small and steps reuse the same slots */
   for (uint32_t a = 0, b = t->nfree ? t->nfree - 1 : 0; a < b; a++, b--) {
@@ -227,6 +302,7 @@ tg_status tg_tape_reset(tg_tape *t) {
   t->nnodes = 0;
   tgi_arena_rewind(&t->host_arena);
   tgi_arena_rewind(&t->dev_arena);
+  tgi_finite_reset(t);
   t->status = TG_OK;
   t->msg[0] = 0;
   t->rng_calls = 0;
@@ -260,6 +336,25 @@ tg_status tg_tape_set_seed(tg_tape *t, uint64_t seed) {
 }
 
 /* ------------------------------------------------------------ creating values */
+
+/* tgi_write_h inside returning call fn: a failure becomes fn's returned error (*st, message on the
+ * tape, never sticky; the message names fn), and a sticky error the tape held before is kept. */
+static void *write_h_returning(tg_tape *t, const char *fn, tgi_value *v, tg_status *st) {
+  tg_status before = t->status;
+  char kept[TGI_MSG_CAP], failed[TGI_MSG_CAP];
+  if (before) memcpy(kept, t->msg, sizeof kept);
+  const char *op = t->cur_op;
+  t->status = TG_OK;
+  t->cur_op = fn;
+  void *p = tgi_write_h(t, v);
+  *st = p ? TG_OK : t->status ? t->status : TG_ERR_INTERNAL;
+  if (!p) memcpy(failed, t->msg, sizeof failed);
+  t->cur_op = op;
+  t->status = before;
+  if (before) memcpy(t->msg, kept, sizeof kept);
+  if (!p) tgi_error(t, *st, "%s", failed);
+  return p;
+}
 
 tg_status tgi_check_shape(tg_tape *t, const char *fn, int ndim, const int64_t *shape, int64_t *numel) {
   if (ndim < 0 || ndim > TG_MAX_DIMS)
@@ -320,14 +415,12 @@ tg_status tgi_new_leaf(tg_tape *t, const char *fn, tgi_kind kind, tg_dtype dt, i
   v->bytes = (size_t)numel * tg_dtype_size(dt);
   v->requires_grad = grad;
   v->flags = flags;
-  void *dst = tgi_write_h(t, v);
+  tg_status st;
+  void *dst = write_h_returning(t, fn, v, &st);
   if (!dst) {
-    tg_status st = t->status;
-    char msg[TGI_MSG_CAP];
-    memcpy(msg, t->msg, sizeof msg);
-    t->status = TG_OK; /* allocation failures of returning calls are not sticky */
     value_release(t, v);
-    return tgi_error(t, st, "%s", msg);
+    if (!v->retired && t->nfree < t->capfree) t->free_slots[t->nfree++] = tgi_slot_of(t, v);
+    return st;
   }
   if (data)
     memcpy(dst, data, v->bytes);
@@ -454,13 +547,8 @@ tg_status tg_tape_write(tg_tape *t, tg_id id, const void *src, size_t bytes) {
     s = tgi_device_h2d_wait(t->rt->dev, msg);
     if (s) return tgi_error(t, s, "tg_tape_write: %s", msg);
   }
-  tg_status before = t->status;
-  void *dst = tgi_write_h(t, v);
-  if (!dst) {
-    s = t->status;
-    t->status = before;
-    return s;
-  }
+  void *dst = write_h_returning(t, "tg_tape_write", v, &s);
+  if (!dst) return s;
   memcpy(dst, src, bytes);
   return TG_OK;
 }

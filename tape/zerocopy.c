@@ -187,7 +187,7 @@ tg_status tg_tape_export_dlpack(tg_tape *t, tg_id id, unsigned flags, struct DLM
   if (s) return s;
   DLDataType dtype;
   if (!dl_dtype((tg_dtype)v->dtype, &dtype)) return tgi_error(t, TG_ERR_INTERNAL, "%s: value of unknown dtype", fn);
-  export_ctx *c = calloc(1, sizeof *c);
+  export_ctx *c = tgi_calloc(1, sizeof *c);
   if (!c) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   /* The placement helpers report through the sticky status; a sticky error from earlier op
    * calls is set aside meanwhile (an export is a returning call, not an op). */

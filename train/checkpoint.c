@@ -56,7 +56,7 @@ static param *param_list(tg_tape *t, size_t *count) {
   for (uint32_t i = 0; i < t->nvals; i++)
     n += tgi_slot(t, i)->kind == TGI_PARAM;
   *count = n;
-  param *ps = calloc(n ? n : 1, sizeof *ps);
+  param *ps = tgi_calloc(n ? n : 1, sizeof *ps);
   if (!ps) return NULL;
   size_t k = 0;
   for (uint32_t i = 0; i < t->nvals; i++) {
@@ -94,7 +94,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...) {
       return;
     }
     size_t nc = (b->cap ? 2 * b->cap : 4096) + (size_t)n;
-    char *ns = realloc(b->s, nc);
+    char *ns = tgi_realloc(b->s, nc);
     if (!ns) {
       b->failed = true;
       return;
@@ -199,7 +199,7 @@ static tg_status write_data(tg_tape *t, int fd, const char *tmp_path, const entr
 /* fsync of the directory that holds path, so the rename survives a crash. */
 static tg_status sync_dir(tg_tape *t, const char *path) {
   const char *slash = strrchr(path, '/');
-  char *dir = slash ? malloc((size_t)(slash - path) + 2) : NULL;
+  char *dir = slash ? tgi_malloc((size_t)(slash - path) + 2) : NULL;
   if (slash && !dir) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_save: out of host memory");
   if (dir) {
     size_t n = slash == path ? 1 : (size_t)(slash - path);
@@ -227,8 +227,8 @@ tg_status tg_tape_save(tg_tape *t, const char *path) {
     return tgi_error(t, TG_ERR_UNSUPPORTED, "tg_tape_save: checkpoints are little-endian; this host is not");
   size_t np, ne = 0, biggest = 1, hlen = 0, hash_at = 0, plen = strlen(path);
   param *ps = param_list(t, &np);
-  entry *es = calloc(3 * (np ? np : 1), sizeof *es);
-  char *tmp_path = malloc(plen + 5), *header = NULL;
+  entry *es = tgi_calloc(3 * (np ? np : 1), sizeof *es);
+  char *tmp_path = tgi_malloc(plen + 5), *header = NULL;
   void *stage = NULL;
   int fd = -1;
   tg_status s = TG_OK;
@@ -249,7 +249,7 @@ tg_status tg_tape_save(tg_tape *t, const char *path) {
     at += es[k].p->v->bytes;
   }
   header = build_header(ps, np, es, ne, &hlen, &hash_at);
-  stage = malloc(biggest);
+  stage = tgi_malloc(biggest);
   if (!header || !stage) goto oom;
   memcpy(tmp_path, path, plen);
   memcpy(tmp_path + plen, ".tmp", 5);
@@ -326,7 +326,7 @@ static tg_status read_file(tg_tape *t, const char *path, uint8_t **out, size_t *
     goto out;
   }
   size_t n = (size_t)st.st_size, got = 0;
-  buf = malloc(n + 1);
+  buf = tgi_malloc(n + 1);
   if (!buf) {
     s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_load: out of host memory (%zu bytes for '%s')", n, path);
     goto out;
@@ -397,7 +397,7 @@ static void unclaimed(const tgi_st_header *h, const bool *used, char *dst, size_
 
 /* Matches the file with the tape; TG_OK or a mismatch / malformed-step error on the tape. */
 static tg_status match(tg_tape *t, const char *path, const tgi_st_header *h, const param *ps, size_t np, plan *pl) {
-  bool *used = calloc(h->n_tensors ? h->n_tensors : 1, sizeof *used);
+  bool *used = tgi_calloc(h->n_tensors ? h->n_tensors : 1, sizeof *used);
   if (!used) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_load: out of host memory");
   tg_status s = TG_OK;
   char name[TG_NAME_MAX + 16], sa[TGI_SHAPE_STR_CAP], sb[TGI_SHAPE_STR_CAP], list[256];
@@ -541,7 +541,7 @@ tg_status tg_tape_load(tg_tape *t, const char *path) {
   s = check_file(t, path, buf, size, &h, &data);
   if (s) goto out;
   ps = param_list(t, &np);
-  pl = calloc(np ? np : 1, sizeof *pl);
+  pl = tgi_calloc(np ? np : 1, sizeof *pl);
   if (!ps || !pl) {
     s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_load: out of host memory");
     goto out;
@@ -571,7 +571,7 @@ tg_status tg_tape_load(tg_tape *t, const char *path) {
       bufs[w]->valid = TGI_ON_HOST;
     }
     v->opt_step = pl[k].step;
-    /* TODO(merge): call tgi_value_bump_version(v) here (issue #15's value version counters). */
+    tgi_value_bump_version(v); /* nodes recorded before the load refuse their backward */
   }
 out:
   tgi_st_free(&h);

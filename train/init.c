@@ -152,7 +152,7 @@ tg_status tg_tape_parameter_init(tg_tape *t, tg_dtype dt, int ndim, const int64_
   tg_status s = tgi_check_shape(t, "tg_tape_parameter_init", ndim, shape, &numel);
   if (s) return s;
   size_t bytes = (size_t)numel * tg_dtype_size(dt);
-  void *tmp = malloc(bytes);
+  void *tmp = tgi_malloc(bytes);
   if (!tmp) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "tg_tape_parameter_init: out of host memory");
   s = tg_init_fill(init, dt, ndim, shape, tmp, bytes);
   if (s != TG_OK) {

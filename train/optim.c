@@ -5,7 +5,9 @@
  * needed) or on the host (host kernels). The formulas are PyTorch's (see tiga.h and
  * host/optim.h). A call runs in two passes so that a failure leaves every parameter untouched:
  * pass 1 places value, gradient and state on the compute side (the only pass that allocates or
- * copies), pass 2 runs the kernels. Failures are returned, never left sticky on the tape. */
+ * copies), pass 2 runs the kernels. Failures are returned, never left sticky on the tape.
+ * Before pass 1 the gradients are checked for NaN / inf (found-inf): a step with a non-finite
+ * gradient changes nothing and returns TG_ERR_NONFINITE. */
 #include "../host/optim.h"
 #include "../tape/internal.h"
 
@@ -21,9 +23,10 @@
 /* A parameter to update: where its gradient is and facts taken before pass 1 changes them. */
 typedef struct item {
   tgi_value *v;
-  size_t index; /* position in tg_tape_parameters order (messages) */
-  int side;     /* TGI_ON_HOST or TGI_ON_DEV */
-  bool first;   /* no momentum buffer yet (SGD) */
+  size_t index;      /* position in tg_tape_parameters order (messages) */
+  int side;          /* TGI_ON_HOST or TGI_ON_DEV */
+  bool first;        /* no momentum buffer yet (SGD) */
+  bool had_m, had_v; /* state buffers valid before this call (place_all's rollback) */
 } item;
 
 /* Turns a failure that the tape helpers made sticky into a returned one (tape stays usable). */
@@ -43,6 +46,7 @@ static tg_status begin(tg_tape *t, const char *fn, const char *opts_type, void *
     tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
     return TG_ERR_INVALID_ARGUMENT;
   }
+  tgi_finite_resolve(t);
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
   if (opts_type && !opts)
@@ -78,7 +82,7 @@ static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count
     if (v->kind == TGI_PARAM && v->grad.valid) n++;
   }
   if (!n) return TG_OK;
-  item *it = malloc(n * sizeof *it);
+  item *it = tgi_malloc(n * sizeof *it);
   if (!it) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   size_t k = 0, index = 0;
   for (uint32_t i = 0; i < t->nvals; i++) {
@@ -91,6 +95,8 @@ static tg_status collect(tg_tape *t, const char *fn, item **items, size_t *count
     e->index = pos;
     e->side = (v->grad.valid & TGI_ON_DEV) ? TGI_ON_DEV : TGI_ON_HOST;
     e->first = !v->opt_m.valid;
+    e->had_m = v->opt_m.valid != 0;
+    e->had_v = v->opt_v.valid != 0;
     tg_dtype dt = (tg_dtype)v->dtype;
     bool ok = e->side == TGI_ON_HOST ? (dt == TG_F32 || dt == TG_F64) : (dt == TG_F32 || dt == TG_F16 || dt == TG_BF16);
 #ifndef TIGA_HAVE_CUDA
@@ -147,11 +153,86 @@ static void mt_layout(const item *it, size_t n, mt_groups *g) {
 static size_t mt_slot(mt_groups *g, const tgi_value *v) { return g->fill[mt_group(v)]++; }
 #endif
 
-/* Pass 1 over all items; TG_OK or a returned error with nothing updated. */
+/* Pass 1 over all items; TG_OK or a returned error with nothing updated. State buffers that pass 1
+ * created (zero-filled) are made invalid again on failure, so the next step still sees "no state
+ * yet" (SGD's first momentum step) exactly as before the failed call. */
 static tg_status place_all(tg_tape *t, const item *it, size_t n, int nstate) {
-  for (size_t k = 0; k < n; k++)
-    if (!place(t, &it[k], nstate).p) return unstick(t);
+  for (size_t k = 0; k < n; k++) {
+    if (place(t, &it[k], nstate).p) continue;
+    for (size_t j = 0; j <= k; j++) {
+      if (!it[j].had_m) it[j].v->opt_m.valid = 0;
+      if (!it[j].had_v) it[j].v->opt_v.valid = 0;
+    }
+    return unstick(t);
+  }
   return TG_OK;
+}
+
+/* Step counts an update can increment (a checkpoint's count near INT64_MAX must not overflow). */
+static tg_status check_steps(tg_tape *t, const char *fn, const item *it, size_t n) {
+  for (size_t k = 0; k < n; k++)
+    if (it[k].v->opt_step < 0 || it[k].v->opt_step == INT64_MAX)
+      return tgi_error(t, TG_ERR_STATE, "%s: parameter %zu (id %lld) has step count %lld; no further step is possible",
+                       fn, it[k].index, (long long)tgi_id_of(t, it[k].v), (long long)it[k].v->opt_step);
+  return TG_OK;
+}
+
+/* Found-inf: TG_OK when every gradient of the items is finite; TG_ERR_NONFINITE naming the first
+ * parameter whose gradient is not; another status when the check itself failed. Host gradients are
+ * scanned; device gradients are checked by multi-tensor kernels into the tape's device flag, read
+ * once (a per-parameter pass names the culprit only when one is found). */
+static tg_status check_finite_grads(tg_tape *t, const char *fn, const item *it, size_t n) {
+  const item *bad = NULL;
+  bool any_dev = false;
+  for (size_t k = 0; k < n && !bad; k++) {
+    if (it[k].side == TGI_ON_DEV) {
+      any_dev = true;
+      continue;
+    }
+    if (tgi_host_first_nonfinite((tg_dtype)it[k].v->dtype, it[k].v->grad.h, it[k].v->numel) >= 0) bad = &it[k];
+  }
+#ifdef TIGA_HAVE_CUDA
+  if (any_dev) {
+    char msg[TGI_MSG_CAP];
+    tg_status s;
+    int32_t *flags = tgi_dev_flags(t, &s, msg);
+    if (!flags) return tgi_error(t, s, "%s: %s", fn, msg);
+    if ((s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg))) return tgi_error(t, s, "%s: %s", fn, msg);
+    cuda_mt_tensor *mt = tgi_malloc(n * sizeof *mt);
+    if (!mt) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    mt_groups gr;
+    mt_layout(it, n, &gr);
+    for (size_t k = 0; k < n; k++)
+      if (it[k].side == TGI_ON_DEV)
+        mt[mt_slot(&gr, it[k].v)] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0, 0};
+    for (int d = 0; d < 3 && !s; d++)
+      if (gr.n[d] && (s = cuda_nonfinite_multi(TGI_STREAM(t), MT_DTYPE[d], mt + gr.off[d], (int)gr.n[d], flags + 2)))
+        snprintf(msg, sizeof msg, "CUDA found-inf check failed: %s", tgc_error());
+    free(mt);
+    int32_t found = 0;
+    if (!s) s = tgi_device_d2h(tgi_dev(t), &found, flags + 2, sizeof found, msg);
+    if (s) return tgi_error(t, s, "%s: %s", fn, msg);
+    /* which one: a flag per parameter in item order, the first wins (only on this rare path) */
+    for (size_t k = 0; found && k < n && !bad; k++) {
+      if (it[k].side != TGI_ON_DEV) continue;
+      int32_t one = 0;
+      if ((s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg)) ||
+          (s = tgi_device_flag_nonfinite(tgi_dev(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, 1,
+                                         flags + 2, msg)) ||
+          (s = tgi_device_d2h(tgi_dev(t), &one, flags + 2, sizeof one, msg)))
+        return tgi_error(t, s, "%s: %s", fn, msg);
+      if (one) bad = &it[k];
+    }
+  }
+#else
+  (void)any_dev;
+#endif
+  if (!bad) return TG_OK;
+  return tgi_error(t, TG_ERR_NONFINITE,
+                   "%s: parameter %zu (id %lld) has a non-finite gradient (NaN or inf); the step was skipped: no "
+                   "parameter, moment or step count changed (lower the learning rate, clip gradients, or use a loss "
+                   "scaler for f16)",
+                   fn, bad->index, (long long)tgi_id_of(t, bad->v));
 }
 
 /* ------------------------------------------------------------ SGD */
@@ -167,6 +248,7 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *opts) {
   const tg_sgd_options *o = &oo;
   tg_status s = begin(t, fn, "tg_sgd_options", &oo, sizeof oo, opts);
   if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
   if ((s = check_range(t, fn, "lr", o->lr, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "momentum", o->momentum, 0, false, INFINITY, true)) ||
       (s = check_range(t, fn, "dampening", o->dampening, -INFINITY, false, INFINITY, true)) ||
@@ -181,7 +263,8 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *opts) {
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
   int nstate = o->momentum != 0 ? 1 : 0; /* PyTorch keeps no buffer without momentum */
-  if ((s = place_all(t, it, n, nstate))) goto done;
+  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, nstate)))
+    goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
     bufs b = place(t, e, nstate); /* already placed: no allocation or copy can fail here */
@@ -204,6 +287,7 @@ tg_status tg_sgd_step(tg_tape *t, const tg_sgd_options *opts) {
 #endif
     }
     e->v->data.valid = (uint8_t)e->side; /* updated in place on that side only */
+    tgi_value_bump_version(e->v);
     e->v->opt_step++;
   }
 done:
@@ -234,17 +318,19 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
   item *it;
   size_t n;
   if ((s = collect(t, fn, &it, &n))) return s;
-  if ((s = place_all(t, it, n, 2))) goto done;
 #ifdef TIGA_HAVE_CUDA
-  /* device parameters: gathered per dtype and updated by multi-tensor launches */
+  /* device parameters: gathered per dtype and updated by multi-tensor launches (the table is
+   * allocated before pass 1, which must be the last thing that can fail) */
   mt_groups gr;
   mt_layout(it, n, &gr);
-  cuda_mt_tensor *mt = malloc(n * sizeof *mt);
+  cuda_mt_tensor *mt = tgi_malloc((n ? n : 1) * sizeof *mt);
   if (!mt) {
-    s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    goto done;
+    free(it);
+    return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   }
 #endif
+  if ((s = check_steps(t, fn, it, n)) || (s = check_finite_grads(t, fn, it, n)) || (s = place_all(t, it, n, 2)))
+    goto done;
   for (size_t k = 0; k < n; k++) {
     item *e = &it[k];
     bufs b = place(t, e, 2); /* already placed: no allocation or copy can fail here */
@@ -268,6 +354,7 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
     }
 #endif
     e->v->data.valid = (uint8_t)e->side;
+    tgi_value_bump_version(e->v);
     e->v->opt_step++;
   }
 #ifdef TIGA_HAVE_CUDA
@@ -279,9 +366,11 @@ static tg_status adam_update(tg_tape *t, const char *fn, const tg_adamw_options 
       s = tgi_error(t, ks, "%s: CUDA update of the %s parameters failed: %s", fn, tg_dtype_name(MT_DTYPE[d]),
                     tgc_error());
   }
-  free(mt);
 #endif
 done:
+#ifdef TIGA_HAVE_CUDA
+  free(mt);
+#endif
   free(it);
   return s;
 }
@@ -291,7 +380,9 @@ tg_status tg_adamw_step(tg_tape *t, const tg_adamw_options *opts) {
   tg_adamw_options o;
   tg_adamw_options_init(&o);
   tg_status s = begin(t, fn, "tg_adamw_options", &o, sizeof o, opts);
-  return s ? s : adam_update(t, fn, &o, false);
+  if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
+  return adam_update(t, fn, &o, false);
 }
 
 tg_status tg_adam_step(tg_tape *t, const tg_adam_options *opts) {
@@ -300,6 +391,7 @@ tg_status tg_adam_step(tg_tape *t, const tg_adam_options *opts) {
   tg_adam_options_init(&a);
   tg_status s = begin(t, fn, "tg_adam_options", &a, sizeof a, opts);
   if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
   tg_adamw_options o = {sizeof o, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay};
   return adam_update(t, fn, &o, true);
 }
@@ -318,10 +410,14 @@ static bool any_host(const item *it, size_t n) {
 }
 #endif
 
-tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
-  const char *fn = "tg_clip_grad_norm";
-  tg_status s = begin(t, fn, NULL, NULL, 0, NULL);
-  if (s) return s;
+void tg_clip_options_init(tg_clip_options *o) {
+  if (o) *o = (tg_clip_options){.struct_size = sizeof *o, .max_norm = 1.0, .error_if_nonfinite = 0};
+}
+
+/* tg_clip_grad_norm's body; error_if_nonfinite: a non-finite norm is TG_ERR_NONFINITE (the norm is
+ * then always brought to the host). */
+static tg_status clip(tg_tape *t, const char *fn, double max_norm, bool error_if_nonfinite, double *total_norm) {
+  tg_status s;
   if (!(max_norm > 0))
     return tgi_error(t, TG_ERR_INVALID_ARGUMENT, "%s: argument 'max_norm' is %g; expected a number > 0", fn, max_norm);
   item *it;
@@ -352,7 +448,7 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
     /* the device gradients grouped by dtype for the multi-tensor kernels */
     mt_groups gr;
     mt_layout(it, n, &gr);
-    mt = malloc(n * sizeof *mt);
+    mt = tgi_malloc(n * sizeof *mt);
     if (!mt) {
       s = tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
       goto done;
@@ -379,7 +475,7 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
       if (s)
         snprintf(msg, sizeof msg, "CUDA norm of the %s gradients failed: %s", tg_dtype_name(MT_DTYPE[d]), tgc_error());
     }
-    if (!s && !total_norm && host_sum == 0 && !any_host(it, n)) {
+    if (!s && !total_norm && !error_if_nonfinite && host_sum == 0 && !any_host(it, n)) {
       /* every gradient is on the device and nobody asked for the norm: decide and scale on
        * the device, no host round trip (the training loop keeps running ahead of the GPU) */
       for (int d = 0; d < 3 && !s; d++) {
@@ -405,6 +501,14 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
 #endif
   double total = sqrt(host_sum + dev_sum);
   double coef = max_norm / (total + 1e-6);
+  if (total_norm) *total_norm = total;
+  if (error_if_nonfinite && !isfinite(total)) {
+    s = tgi_error(t, TG_ERR_NONFINITE,
+                  "%s: the total norm of the gradients is %g (a gradient holds NaN or inf); no gradient was changed "
+                  "(error_if_nonfinite)",
+                  fn, total);
+    goto done;
+  }
   if (isfinite(total) && coef < 1) {
     for (size_t k = 0; k < n; k++) {
       tgi_value *v = it[k].v;
@@ -421,11 +525,28 @@ tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
       }
     }
   }
-  if (total_norm) *total_norm = total;
 done:
 #ifdef TIGA_HAVE_CUDA
   free(mt);
 #endif
   free(it);
   return s;
+}
+
+tg_status tg_clip_grad_norm(tg_tape *t, double max_norm, double *total_norm) {
+  const char *fn = "tg_clip_grad_norm";
+  tg_status s = begin(t, fn, NULL, NULL, 0, NULL);
+  if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
+  return clip(t, fn, max_norm, false, total_norm);
+}
+
+tg_status tg_clip_grad_norm_with(tg_tape *t, const tg_clip_options *opts, double *total_norm) {
+  const char *fn = "tg_clip_grad_norm_with";
+  tg_clip_options o;
+  tg_clip_options_init(&o);
+  tg_status s = begin(t, fn, "tg_clip_options", &o, sizeof o, opts);
+  if (s) return s;
+  TGI_GUARD(t->rt, fn, TG_ERR_STATE);
+  return clip(t, fn, o.max_norm, o.error_if_nonfinite != 0, total_norm);
 }

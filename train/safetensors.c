@@ -2,6 +2,7 @@
  * bytes with a cursor; strings are unescaped into one store as long as the input (unescaping
  * never grows a string, and each string's quotes pay for its NUL). */
 #include "safetensors.h"
+#include "../tape/alloc.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -265,7 +266,7 @@ static bool metadata(parser *p, tgi_st_meta **meta, size_t *n, size_t *cap) {
   do {
     if (*n == *cap) {
       size_t nc = *cap ? 2 * *cap : 16;
-      tgi_st_meta *nm = realloc(*meta, nc * sizeof *nm);
+      tgi_st_meta *nm = tgi_realloc(*meta, nc * sizeof *nm);
       if (!nm) return fail(p, "out of host memory");
       *meta = nm;
       *cap = nc;
@@ -317,7 +318,7 @@ static bool check_data(parser *p, tgi_st_header *h, uint64_t data_len) {
                   (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
                   (unsigned long long)bytes);
   }
-  const tgi_st_tensor **order = malloc((h->n_tensors ? h->n_tensors : 1) * sizeof *order);
+  const tgi_st_tensor **order = tgi_malloc((h->n_tensors ? h->n_tensors : 1) * sizeof *order);
   if (!order) return fail(p, "out of host memory");
   for (size_t k = 0; k < h->n_tensors; k++)
     order[k] = &h->tensors[k];
@@ -339,7 +340,7 @@ static bool check_data(parser *p, tgi_st_header *h, uint64_t data_len) {
 
 bool tgi_st_parse(const char *json, size_t len, uint64_t data_len, tgi_st_header *out, char *why, size_t cap) {
   memset(out, 0, sizeof *out);
-  parser p = {(const unsigned char *)json, len, 0, malloc(len + 1), 0, why, cap, false};
+  parser p = {(const unsigned char *)json, len, 0, tgi_malloc(len + 1), 0, why, cap, false};
   size_t tcap = 0, mcap = 0;
   bool have_meta = false;
   if (!p.store) return snprintf(why, cap, "out of host memory"), false;
@@ -364,7 +365,7 @@ bool tgi_st_parse(const char *json, size_t len, uint64_t data_len, tgi_st_header
       }
       if (out->n_tensors == tcap) {
         size_t nc = tcap ? 2 * tcap : 64;
-        tgi_st_tensor *nt = realloc(out->tensors, nc * sizeof *nt);
+        tgi_st_tensor *nt = tgi_realloc(out->tensors, nc * sizeof *nt);
         if (!nt) {
           fail(&p, "out of host memory");
           goto bad;

@@ -16,7 +16,7 @@ np.from_dlpack(v.grad)); tape.borrow(tensor) reads a host or CUDA tensor without
 """
 from __future__ import annotations
 
-from ._core import (ABSENT, NO_ID, DType, Init, InitKind, Memory, Provider, Reduce, Relation, RelationKind, Runtime,
+from ._core import (ABSENT, NO_ID, LossScaler, inject_host_alloc_failure, DType, Init, InitKind, Memory, Provider, Reduce, Relation, RelationKind, Runtime,
                     Side, Status, Tape, Value, numpy_dtype, to_dtype)
 from ._decls import CONSTANTS
 from ._ffi import API_VERSION, TigaError, last_error, lib

@@ -78,6 +78,12 @@ class Runtime:
     def inject_alloc_failure(self, after: int) -> None:
         self._check(lib.tg_runtime_inject_alloc_failure(self.handle, int(after)))
 
+    def alloc_failure_pending(self) -> int:
+        """The device fault-injection countdown now (-1: fired or disarmed)."""
+        n = C.c_int64()
+        self._check(lib.tg_runtime_alloc_failure_pending(self.handle, C.byref(n)))
+        return n.value
+
     @property
     def cuda_stream(self) -> int:
         """The runtime's cudaStream_t as an integer (0 on a host runtime)."""
@@ -341,11 +347,24 @@ class Tape:
         _set(o, lr=lr, eps=eps, weight_decay=weight_decay, beta1=betas and betas[0], beta2=betas and betas[1])
         self._check(lib.tg_adam_step(self.handle, C.byref(o)))
 
-    def clip_grad_norm(self, max_norm: float) -> float:
-        """Scales gradients to global L2 norm <= max_norm; returns the norm before clipping."""
+    def clip_grad_norm(self, max_norm: float, error_if_nonfinite: bool = False) -> float:
+        """Scales gradients to global L2 norm <= max_norm; returns the norm before clipping.
+        error_if_nonfinite: a NaN / inf norm raises (TG_ERR_NONFINITE) and changes nothing."""
         total = C.c_double()
-        self._check(lib.tg_clip_grad_norm(self.handle, float(max_norm), C.byref(total)))
+        if not error_if_nonfinite:
+            self._check(lib.tg_clip_grad_norm(self.handle, float(max_norm), C.byref(total)))
+            return total.value
+        o = new_struct("tg_clip_options")
+        _set(o, max_norm=float(max_norm), error_if_nonfinite=1)
+        self._check(lib.tg_clip_grad_norm_with(self.handle, C.byref(o), C.byref(total)))
         return total.value
+
+    def set_check_finite(self, on: bool) -> bool:
+        """Anomaly mode: the first NaN / inf an op or a backward node produces becomes an error
+        naming the node. Returns the previous mode."""
+        prev = C.c_int()
+        self._check(lib.tg_tape_set_check_finite(self.handle, int(bool(on)), C.byref(prev)))
+        return bool(prev.value)
 
     def save(self, path: Any) -> None:
         """Writes every parameter and its optimizer state as a safetensors file."""
@@ -416,3 +435,43 @@ class Init:
         ndim, shp = _shape_arg(out.shape)
         check_global(lib.tg_init_fill(C.byref(self._struct()), int(d), ndim, shp, out.ctypes.data, out.nbytes))
         return out
+
+
+# ------------------------------------------------------------------ loss scaling and fault injection
+
+
+class LossScaler:
+    """Dynamic loss scaling for f16 training (PyTorch's GradScaler): scale(tape, loss) before
+    backward, unscale(tape) after it (returns found_inf: skip the optimizer step then)."""
+
+    def __init__(self, init_scale: Optional[float] = None, growth_factor: Optional[float] = None,
+                 backoff_factor: Optional[float] = None, growth_interval: Optional[int] = None):
+        o = new_struct("tg_loss_scaler_options")
+        _set(o, init_scale=init_scale, growth_factor=growth_factor, backoff_factor=backoff_factor,
+             growth_interval=growth_interval)
+        h = C.c_void_p()
+        check_global(lib.tg_loss_scaler_create(C.byref(o), C.byref(h)))
+        self._h = h.value
+        self._fin = weakref.finalize(self, lib.tg_loss_scaler_destroy, self._h)
+
+    def scale(self, tape: "Tape", loss: Value) -> Value:
+        return tape._op(lib.tg_loss_scaler_scale(tape.handle, self._h, loss.id))
+
+    def unscale(self, tape: "Tape") -> bool:
+        found = C.c_int()
+        tape._check(lib.tg_loss_scaler_unscale(tape.handle, self._h, C.byref(found)))
+        return bool(found.value)
+
+    def state(self) -> Tuple[float, int]:
+        """(the current scale, finite steps since its last change)."""
+        sc, tr = C.c_double(), C.c_int64()
+        check_global(lib.tg_loss_scaler_state(self._h, C.byref(sc), C.byref(tr)))
+        return sc.value, tr.value
+
+
+def inject_host_alloc_failure(after: int) -> int:
+    """Testing hook: this thread's host allocation after the next `after` fails once (< 0 disarms).
+    Returns the countdown that was pending before."""
+    pending = C.c_int64()
+    check_global(lib.tg_inject_host_alloc_failure(int(after), C.byref(pending)))
+    return pending.value

@@ -1,0 +1,184 @@
+/* Anomaly mode (tg_tape_set_check_finite): every recorded node's outputs and, in backward, the
+ * gradients each node computed are checked for NaN / inf on the side that computed them. The host
+ * checks at once; the device sets a flag (a max over an encoding of the node index) that is read
+ * once: at the end of a backward sweep, and for the forward at the next status check (tg_tape_status,
+ * tg_tape_error, backward, optimizer steps). No per-node synchronisation. The first non-finite value
+ * becomes a sticky TG_ERR_NONFINITE naming the node, its op and its explain line. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* NaN / inf by the exponent bits, so no float compare can be fooled by -ffast-math. */
+int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n) {
+  switch (dt) {
+  case TG_F32:
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t u;
+      memcpy(&u, (const char *)p + 4 * i, 4);
+      if ((u & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return -1;
+  case TG_F64:
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t u;
+      memcpy(&u, (const char *)p + 8 * i, 8);
+      if ((u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull) return i;
+    }
+    return -1;
+  case TG_F16:
+  case TG_BF16: {
+    uint16_t mask = dt == TG_F16 ? 0x7c00u : 0x7f80u;
+    for (int64_t i = 0; i < n; i++)
+      if ((((const uint16_t *)p)[i] & mask) == mask) return i;
+    return -1;
+  }
+  default: return -1;
+  }
+}
+
+int32_t *tgi_dev_flags(tg_tape *t, tg_status *st, char *msg) {
+  *st = TG_OK;
+  if (t->dev_flags) return t->dev_flags;
+  void *p = NULL;
+  *st = tgi_device_alloc(t->rt->dev, 4 * sizeof(int32_t), &p, msg);
+  if (!*st) *st = tgi_device_zero(t->rt->dev, p, 4 * sizeof(int32_t), msg);
+  if (*st) {
+    if (p) tgi_device_free(t->rt->dev, p);
+    return NULL;
+  }
+  return t->dev_flags = p;
+}
+
+/* The sticky TG_ERR_NONFINITE for node i (value slot `slot`, or UINT32_MAX when the device found it). */
+static void nonfinite(tg_tape *t, uint32_t i, bool grad, uint32_t slot) {
+  if (t->status) return;
+  char line[320], which[64] = "";
+  tgi_explain_node(t, i, line, sizeof line);
+  if (slot != UINT32_MAX) snprintf(which, sizeof which, " v%u", slot);
+  t->status = TG_ERR_NONFINITE;
+  snprintf(t->msg, sizeof t->msg, "check_finite: node #%u (%s, %s) %s a non-finite value (NaN or inf)%s%s; node: %s", i,
+           t->nodes[i].cap->op, tg_provider_name(t->nodes[i].cap->provider), grad ? "computed" : "produced",
+           grad ? " in the gradient of its input" : " in its output", which, line);
+  tgi_set_last_error("%s", t->msg);
+}
+
+static void device_failed(tg_tape *t, tg_status s, const char *msg) {
+  if (t->status) return;
+  t->status = s;
+  snprintf(t->msg, sizeof t->msg, "check_finite: %s", msg);
+  tgi_set_last_error("%s", t->msg);
+}
+
+/* Reads flag k (a wait for the device); 0 when unreadable (the error is made sticky). */
+static int32_t read_flag(tg_tape *t, int k) {
+  int32_t v = 0;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_d2h(t->rt->dev, &v, t->dev_flags + k, sizeof v, msg);
+  if (s) {
+    device_failed(t, s, msg);
+    return 0;
+  }
+  return v;
+}
+
+static void read_forward_flag(tg_tape *t);
+
+/* Checks buffer b of value v (node i) where it is current: host now, device by flag k with tag. */
+static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, int k, int32_t tag, bool grad) {
+  if (v->dtype != TG_F32 && v->dtype != TG_F64 && v->dtype != TG_F16 && v->dtype != TG_BF16) return true;
+  if (b->valid & TGI_ON_HOST) {
+    if (tgi_host_first_nonfinite((tg_dtype)v->dtype, b->h, v->numel) < 0) return true;
+    /* an earlier node's device finding comes first */
+    if (!grad) read_forward_flag(t);
+    if (grad && t->nf_bwd_dev) tgi_finite_sweep_end(t);
+    nonfinite(t, i, grad, tgi_slot_of(t, v));
+    return false;
+  }
+  if (!(b->valid & TGI_ON_DEV)) return true;
+  char msg[TGI_MSG_CAP];
+  tg_status s;
+  int32_t *f = tgi_dev_flags(t, &s, msg);
+  if (f) s = tgi_device_flag_nonfinite(t->rt->dev, (tg_dtype)v->dtype, b->d, v->numel, tag, f + k, msg);
+  if (s) {
+    device_failed(t, s, msg);
+    return false;
+  }
+  if (grad)
+    t->nf_bwd_dev = true;
+  else
+    t->nf_fwd_dev = true;
+  return true;
+}
+
+void tgi_finite_forward(tg_tape *t) {
+  for (; t->nf_checked < t->nnodes && !t->status; t->nf_checked++) {
+    uint32_t i = t->nf_checked;
+    const tgi_node *n = &t->nodes[i];
+    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+      tgi_value *v = tgi_slot(t, n->out[o]);
+      if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false)) return;
+    }
+  }
+}
+
+/* The device's forward finding, if any, becomes the sticky error. */
+static void read_forward_flag(tg_tape *t) {
+  if (!t->nf_fwd_dev || !t->dev_flags) return;
+  t->nf_fwd_dev = false;
+  int32_t f = read_flag(t, 0);
+  if (f > 0) nonfinite(t, (uint32_t)(INT32_MAX - f), false, UINT32_MAX);
+}
+
+void tgi_finite_resolve(tg_tape *t) {
+  if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t); /* nodes not checked yet */
+  read_forward_flag(t);
+}
+
+tg_status tgi_finite_sweep_begin(tg_tape *t) {
+  t->nf_bwd_dev = false;
+  if (!t->check_finite || !t->dev_flags) return TG_OK;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_zero(t->rt->dev, t->dev_flags + 1, sizeof(int32_t), msg);
+  if (s) device_failed(t, s, msg);
+  return s;
+}
+
+bool tgi_finite_backward(tg_tape *t, uint32_t i) {
+  const tgi_node *n = &t->nodes[i];
+  for (uint32_t k = 0; k < n->n_in; k++) {
+    if (n->in[k] == UINT32_MAX) continue;
+    tgi_value *v = tgi_slot(t, n->in[k]);
+    if (!v->requires_grad || !v->grad.valid) continue;
+    if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
+  }
+  return true;
+}
+
+void tgi_finite_sweep_end(tg_tape *t) {
+  if (!t->nf_bwd_dev || !t->dev_flags) return;
+  t->nf_bwd_dev = false;
+  int32_t f = read_flag(t, 1);
+  if (f > 0) nonfinite(t, (uint32_t)(f - 1), true, UINT32_MAX);
+}
+
+tg_status tg_tape_set_check_finite(tg_tape *t, int on, int *previous) {
+  if (!t) {
+    tgi_set_last_error("tg_tape_set_check_finite: argument 'tape' is NULL; expected a tape from tg_tape_create");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  TGI_GUARD(t->rt, "tg_tape_set_check_finite", TG_ERR_STATE);
+  if (previous) *previous = t->check_finite ? 1 : 0;
+  if (on && !t->check_finite) t->nf_checked = t->nnodes; /* the nodes recorded after this call */
+  t->check_finite = on != 0;
+  return TG_OK;
+}
+
+void tgi_finite_reset(tg_tape *t) {
+  t->nf_checked = 0;
+  t->nf_fwd_dev = t->nf_bwd_dev = false;
+  if (!t->dev_flags) return;
+  char msg[TGI_MSG_CAP];
+  if (tgi_device_zero(t->rt->dev, t->dev_flags, 2 * sizeof(int32_t), msg)) { /* the next check finds it */
+  }
+}

@@ -1,0 +1,367 @@
+/* Non-finite values are never silent (issue 15): anomaly mode, found-inf in the optimizers, the
+ * loss scaler, clip's error_if_nonfinite, and the NaN-free domains of host attention and GELU.
+ * Host runtime, plus CUDA checks that skip without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support.h"
+#include "tape/internal.h"
+
+static const int64_t S3[1] = {3};
+
+/* ------------------------------------------------------------ anomaly mode */
+
+Test(anomaly, forward_names_the_first_node) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  cr_assert_eq(tg_tape_set_check_finite(t, 1, NULL), TG_OK);
+  double x[3] = {1, 1e200, 3};
+  tg_id a = ts_input(t, TG_F64, 1, S3, x, TG_REQUIRES_GRAD);
+  tg_id b = tg_scale(t, a, 2); /* node #0: finite */
+  tg_id c = tg_mul(t, b, b);   /* node #1: 4e400 = inf */
+  cr_expect_neq(b, TG_NO_ID);
+  cr_expect_eq(c, TG_NO_ID, "the op that made the inf returns TG_NO_ID in anomaly mode");
+  TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #1 (mul, host) produced a non-finite value");
+  cr_expect(strstr(tg_tape_error(t), "#1    mul") != NULL, "explain line missing: %s", tg_tape_error(t));
+  cr_expect_eq(tg_sum(t, b), TG_NO_ID, "later ops do nothing");
+  TS_EXPECT_STATUS(tg_tape_backward(t, b), TG_ERR_STATE, t, "non-finite");
+  cr_assert_eq(tg_tape_reset(t), TG_OK);
+  cr_expect_eq(tg_tape_status(t), TG_OK);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(anomaly, off_by_default) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  double x[3] = {1, 1e200, 3};
+  tg_id a = ts_input(t, TG_F64, 1, S3, x, 0);
+  cr_expect_neq(tg_mul(t, a, a), TG_NO_ID);
+  cr_expect_eq(tg_tape_status(t), TG_OK);
+  int prev = 7;
+  cr_expect_eq(tg_tape_set_check_finite(t, 1, &prev), TG_OK);
+  cr_expect_eq(prev, 0);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* y = a * b with a = 1e300, b = 1e-300 is 1; L = 1e300 * sum(y) is finite, but dL/db = 1e300 a =
+ * inf: only the backward check sees it, at the mul node. */
+Test(anomaly, backward_names_the_node) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_check_finite(t, 1, NULL);
+  double av[1] = {1e300}, bv[1] = {1e-300};
+  const int64_t s1[1] = {1};
+  tg_id a = ts_input(t, TG_F64, 1, s1, av, TG_REQUIRES_GRAD);
+  tg_id b = ts_param(t, TG_F64, 1, s1, bv);
+  tg_id L = tg_scale(t, tg_sum(t, tg_mul(t, a, b)), 1e300);
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  tg_status s = tg_tape_backward(t, L);
+  cr_expect_eq(s, TG_ERR_NONFINITE);
+  TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #0 (mul, host) computed a non-finite value");
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
+  cr_expect_eq(tg_adamw_step(t, &o), TG_ERR_STATE, "the optimizer must refuse a tape in anomaly error");
+  double bb[1];
+  ts_read(t, b, bb, 1);
+  cr_expect_eq(bb[0], 1e-300);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* The same ops in f32 on the CUDA provider: found at the next status check after the forward and at
+ * the end of the backward, with the same node names. */
+Test(anomaly, cuda_flags) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_check_finite(t, 1, NULL);
+  float x[3] = {1, 1e20f, 3};
+  tg_id a = ts_input(t, TG_F32, 1, S3, x, TG_REQUIRES_GRAD);
+  tg_id b = tg_scale(t, a, 2);
+  tg_id c = tg_mul(t, b, b); /* 4e40: inf in f32 */
+  (void)c;
+  TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #1 (mul, cuda_fused) produced a non-finite value");
+  cr_assert_eq(tg_tape_reset(t), TG_OK);
+  cr_expect_eq(tg_tape_status(t), TG_OK, "reset forgets the device flag: %s", tg_tape_error(t));
+  float av[1] = {1e30f}, bv[1] = {1e-30f};
+  const int64_t s1[1] = {1};
+  a = ts_input(t, TG_F32, 1, s1, av, TG_REQUIRES_GRAD);
+  tg_id pb = ts_param(t, TG_F32, 1, s1, bv);
+  tg_id L = tg_scale(t, tg_sum(t, tg_mul(t, a, pb)), 1e30);
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  cr_expect_eq(tg_tape_backward(t, L), TG_ERR_NONFINITE);
+  TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #0 (mul, cuda_fused) computed a non-finite value");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ found-inf in the optimizers */
+
+/* L = sum(w * w * k); SGD with lr so large that w grows 19x per step. Before: NaN from a few steps
+ * on with every status TG_OK. Now the first step whose gradient overflows is skipped and reported. */
+Test(found_inf, sgd_divergence_is_reported) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  float w0[3] = {1, -2, 3};
+  tg_id w = ts_param(t, TG_F32, 1, S3, w0);
+  tg_sgd_options o;
+  tg_sgd_options_init(&o);
+  o.lr = 10;
+  int step = 0;
+  tg_status s = TG_OK;
+  double before[3], after[3];
+  for (; step < 200 && s == TG_OK; step++) {
+    tg_tape_reset(t);
+    tg_tape_zero_grad(t);
+    tg_id L = tg_sum(t, tg_mul(t, w, w));
+    cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+    ts_read(t, w, before, 3);
+    s = tg_sgd_step(t, &o);
+  }
+  cr_expect_eq(s, TG_ERR_NONFINITE, "divergence was never reported");
+  cr_expect(strstr(tg_tape_error(t), "parameter 0") && strstr(tg_tape_error(t), "skipped"), "%s", tg_tape_error(t));
+  ts_read(t, w, after, 3);
+  for (int i = 0; i < 3; i++)
+    cr_expect(before[i] == after[i], "w[%d]: %g -> %g: the skipped step changed the parameter", i, before[i], after[i]);
+  cr_log_info("SGD lr 10: step %d reported", step);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* Before: one inf gradient poisoned AdamW's moments forever. Now the step changes nothing: the next
+ * finite step gives bit for bit what a fresh optimizer gives. */
+static void adam_once(tg_tape *t, tg_id w, const double *xv, tg_status want) {
+  tg_tape_reset(t);
+  tg_tape_zero_grad(t);
+  tg_id x = ts_input(t, TG_F64, 1, S3, xv, 0);
+  tg_id L = tg_sum(t, tg_mul(t, x, w));
+  cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
+  o.lr = 0.1;
+  cr_expect_eq(tg_adamw_step(t, &o), want, "%s", tg_tape_error(t));
+}
+
+Test(found_inf, adamw_skips_and_keeps_state) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *a = ts_tape(rt), *b = ts_tape(rt);
+  double w0[3] = {1, 2, 3}, good[3] = {0.5, -1, 2}, bad[3] = {0.5, INFINITY, 2}, nan3[3] = {NAN, 0, 0};
+  tg_id wa = ts_param(a, TG_F64, 1, S3, w0), wb = ts_param(b, TG_F64, 1, S3, w0);
+  /* a: good, bad, nan, good; b: good, good */
+  adam_once(a, wa, good, TG_OK);
+  adam_once(a, wa, bad, TG_ERR_NONFINITE);
+  cr_expect(strstr(tg_tape_error(a), "no parameter, moment or step count changed") != NULL, "%s", tg_tape_error(a));
+  adam_once(a, wa, nan3, TG_ERR_NONFINITE);
+  adam_once(a, wa, good, TG_OK);
+  adam_once(b, wb, good, TG_OK);
+  adam_once(b, wb, good, TG_OK);
+  double pa[3], pb[3];
+  ts_read(a, wa, pa, 3);
+  ts_read(b, wb, pb, 3);
+  for (int i = 0; i < 3; i++)
+    cr_expect_eq(pa[i], pb[i], "w[%d]: %.17g after skipped steps vs %.17g", i, pa[i], pb[i]);
+  tgi_value *va = tgi_slot(a, tgi_id_slot(wa)), *vb = tgi_slot(b, tgi_id_slot(wb));
+  cr_expect_eq(va->opt_step, 2);
+  cr_expect_eq(memcmp(va->opt_m.h, vb->opt_m.h, 24), 0, "first moments differ");
+  cr_expect_eq(memcmp(va->opt_v.h, vb->opt_v.h, 24), 0, "second moments differ");
+  tg_tape_destroy(a);
+  tg_tape_destroy(b);
+  tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ clip */
+
+Test(clip, error_if_nonfinite) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  double w0[3] = {1, 2, 3}, x[3] = {1, INFINITY, 1}, g[3];
+  tg_id w = ts_param(t, TG_F64, 1, S3, w0);
+  tg_id xi = ts_input(t, TG_F64, 1, S3, x, 0);
+  cr_assert_eq(tg_tape_backward(t, tg_sum(t, tg_mul(t, xi, w))), TG_OK, "%s", tg_tape_error(t));
+  tg_clip_options o;
+  tg_clip_options_init(&o);
+  cr_expect_eq(o.max_norm, 1.0);
+  cr_expect_eq(o.error_if_nonfinite, 0);
+  o.error_if_nonfinite = 1;
+  double norm = 0;
+  TS_EXPECT_STATUS(tg_clip_grad_norm_with(t, &o, &norm), TG_ERR_NONFINITE, t, "error_if_nonfinite");
+  cr_expect(isinf(norm));
+  ts_read_grad(t, w, g, 3);
+  cr_expect(g[0] == 1 && isinf(g[1]) && g[2] == 1, "gradients changed");
+  o.error_if_nonfinite = 0;
+  cr_expect_eq(tg_clip_grad_norm_with(t, &o, &norm), TG_OK);
+  TS_EXPECT_STATUS(tg_clip_grad_norm_with(t, NULL, &norm), TG_ERR_INVALID_ARGUMENT, t, "opts");
+  tg_clip_options z = {0};
+  TS_EXPECT_STATUS(tg_clip_grad_norm_with(t, &z, &norm), TG_ERR_INVALID_ARGUMENT, t, "struct_size is 0");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ loss scaler */
+
+Test(scaler, scale_unscale_backoff_growth) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_loss_scaler_options so;
+  tg_loss_scaler_options_init(&so);
+  cr_expect(so.init_scale == 65536 && so.growth_factor == 2 && so.backoff_factor == 0.5 && so.growth_interval == 2000);
+  so.init_scale = 1024;
+  so.growth_interval = 2;
+  tg_loss_scaler *sc = NULL;
+  cr_assert_eq(tg_loss_scaler_create(&so, &sc), TG_OK, "%s", tg_last_error());
+  float w0[3] = {1, 2, 3}, x[3] = {0.5f, -0.25f, 2}, xbad[3] = {0.5f, NAN, 2};
+  tg_id w = ts_param(t, TG_F32, 1, S3, w0);
+  tg_id xi = ts_input(t, TG_F32, 1, S3, x, 0);
+  double scale = 0, g[3];
+  int64_t tracker = -1;
+  for (int step = 0; step < 5; step++) {
+    tg_tape_zero_grad(t);
+    int bad = step == 2;
+    cr_assert_eq(tg_tape_write(t, xi, bad ? xbad : x, sizeof x), TG_OK);
+    tg_id L = tg_loss_scaler_scale(t, sc, tg_sum(t, tg_mul(t, xi, w)));
+    cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+    int found = -1;
+    cr_assert_eq(tg_loss_scaler_unscale(t, sc, &found), TG_OK, "%s", tg_tape_error(t));
+    cr_expect_eq(found, bad, "step %d", step);
+    ts_read_grad(t, w, g, 3);
+    if (!bad)
+      for (int i = 0; i < 3; i++)
+        cr_expect_eq(g[i], x[i], "step %d: unscaled gradient %g, expected %g", step, g[i], x[i]);
+    tg_loss_scaler_state(sc, &scale, &tracker);
+    /* 1024 -> (2 clean) 2048 -> found-inf 1024 -> (2 clean) 2048 */
+    static const double want[5] = {1024, 2048, 1024, 1024, 2048};
+    cr_expect_eq(scale, want[step], "step %d: scale %g", step, scale);
+    tg_tape_reset(t);
+    xi = ts_input(t, TG_F32, 1, S3, x, 0);
+  }
+  tg_loss_scaler_destroy(sc);
+  /* bad options and arguments */
+  tg_loss_scaler_options_init(&so);
+  so.backoff_factor = 1;
+  cr_expect_eq(tg_loss_scaler_create(&so, &sc), TG_ERR_INVALID_ARGUMENT);
+  cr_expect(strstr(tg_last_error(), "backoff_factor") != NULL, "%s", tg_last_error());
+  cr_expect_eq(tg_loss_scaler_create(NULL, NULL), TG_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(tg_loss_scaler_scale(t, NULL, xi), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "scaler");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ attention and GELU domains */
+
+typedef struct {
+  double scale;
+} attn_user;
+
+static tg_id attn_sum(tg_tape *t, const tg_id *in, void *user) {
+  const attn_user *u = user;
+  tg_attention_options o;
+  tg_attention_options_init(&o);
+  o.scale = u->scale;
+  tg_relation *rel = NULL;
+  tg_relation_dense(tg_tape_runtime(t), 3, 3, &rel);
+  tg_id y = tg_attention(t, in[0], in[1], in[2], rel, &o);
+  tg_relation_destroy(rel);
+  return tg_sum(t, tg_mul(t, y, in[3]));
+}
+
+/* Before: f64 scores like 1e160 * 1e160 or scale = 1e308 overflowed to inf and inf - inf gave NaN. */
+static void attention_case(const double *q, const double *k, double scale, const double *want_out) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  const int64_t sh[4] = {1, 3, 1, 2};
+  double v[6] = {1, 2, 3, 4, 5, 6}, r[6] = {1, -1, 0.5, 2, -3, 1};
+  tg_id in[4] = {ts_input(t, TG_F64, 4, sh, q, TG_REQUIRES_GRAD), ts_input(t, TG_F64, 4, sh, k, TG_REQUIRES_GRAD),
+                 ts_input(t, TG_F64, 4, sh, v, TG_REQUIRES_GRAD), ts_input(t, TG_F64, 4, sh, r, 0)};
+  attn_user u = {scale};
+  tg_id L = attn_sum(t, in, &u);
+  tg_attention_options o;
+  tg_attention_options_init(&o);
+  o.scale = scale;
+  tg_relation *rel = NULL;
+  tg_relation_dense(rt, 3, 3, &rel);
+  tg_id y = tg_attention(t, in[0], in[1], in[2], rel, &o);
+  tg_relation_destroy(rel);
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  double out[6], g[6];
+  ts_read(t, y, out, 6);
+  for (int i = 0; i < 6; i++) {
+    cr_expect(!isnan(out[i]), "out[%d] is NaN", i);
+    if (want_out)
+      cr_expect(fabs(out[i] - want_out[i]) <= 1e-12 * fabs(want_out[i]), "out[%d] %g vs %g", i, out[i], want_out[i]);
+  }
+  cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+  for (int a = 0; a < 3; a++) {
+    ts_read_grad(t, in[a], g, 6);
+    for (int i = 0; i < 6; i++)
+      cr_expect(isfinite(g[i]), "gradient %d of input %d is %g", i, a, g[i]);
+  }
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+Test(attention_domain, f64_scores_that_overflow) {
+  /* every score 1e160 * 1e160 * 2 / sqrt(2) = +inf: each row averages all values */
+  double q[6] = {1e160, 1e160, 1e160, 1e160, 1e160, 1e160}, k[6] = {1e160, 1e160, 1e160, 1e160, 1e160, 1e160};
+  double avg[6] = {3, 4, 3, 4, 3, 4};
+  attention_case(q, k, TG_SCALE_AUTO, avg);
+  /* key 1 at +inf, keys 0 and 2 at -inf: each row takes value 1 */
+  double k2[6] = {-1e160, -1e160, 1e160, 1e160, -1e160, -1e160}, one[6] = {3, 4, 3, 4, 3, 4};
+  attention_case(q, k2, TG_SCALE_AUTO, one);
+  /* +inf and -inf products inside one dot (a NaN dot before) */
+  double k3[6] = {1e200, -1e200, 1e200, 1e199, -1e200, 1e200}, q3[6] = {1e200, 1e200, 1, 2, 3, 4};
+  attention_case(q3, k3, TG_SCALE_AUTO, NULL);
+  /* scale 1e308 with ordinary inputs */
+  double qs[6] = {0.5, -1, 2, 0.25, -3, 1}, ks[6] = {1, 2, -0.5, 1.5, 0.75, -2};
+  attention_case(qs, ks, 1e308, NULL);
+  /* every score -inf: treated as a row with no allowed key (output 0) */
+  double kn[6] = {-1e160, -1e160, -1e160, -1e160, -1e160, -1e160}, zero[6] = {0, 0, 0, 0, 0, 0};
+  attention_case(q, kn, TG_SCALE_AUTO, zero);
+}
+
+static tg_id gelu_sum(tg_tape *t, const tg_id *in, void *user) {
+  (void)user;
+  return tg_sum(t, tg_gelu(t, in[0]));
+}
+
+/* Before: GELU's f64 gradient at 1e200 was NaN (0 * inf). */
+Test(gelu_domain, f64_gradient_at_huge_inputs) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  const int64_t s6[1] = {6};
+  double x[6] = {1e200, -1e200, 1e300, -1e300, 1e103, 3}, g[6], y[6];
+  tg_id xi = ts_input(t, TG_F64, 1, s6, x, TG_REQUIRES_GRAD);
+  tg_id yi = tg_gelu(t, xi);
+  cr_assert_eq(tg_tape_backward(t, tg_sum(t, yi)), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, xi, g, 6);
+  ts_read(t, yi, y, 6);
+  double want[5] = {1, 0, 1, 0, 1};
+  for (int i = 0; i < 5; i++) {
+    cr_expect_eq(g[i], want[i], "gelu'(%g) = %g", x[i], g[i]);
+    cr_expect(!isnan(y[i]), "gelu(%g) = %g", x[i], y[i]);
+  }
+  /* away from saturation the gradient is unchanged: check it numerically */
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+  double xs[5] = {-7.5, -2, 0.3, 4, 9};
+  const int64_t s5[1] = {5};
+  tg_gradcheck_input in = ts_gc_input(TG_F64, 1, s5, xs);
+  ts_gradcheck(gelu_sum, NULL, 1, &in);
+}
+
+/* CUDA f32 GELU gradient at 1e20 (x^3 overflows f32): 1, never NaN. */
+Test(gelu_domain, cuda_f32_gradient_at_huge_inputs) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  const int64_t s4[1] = {4};
+  float x[4] = {1e20f, -1e20f, 3e38f, 2};
+  double g[4];
+  tg_id xi = ts_input(t, TG_F32, 1, s4, x, TG_REQUIRES_GRAD);
+  cr_assert_eq(tg_tape_backward(t, tg_sum(t, tg_gelu(t, xi))), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, xi, g, 4);
+  cr_expect(g[0] == 1 && g[1] == 0 && g[2] == 1 && fabs(g[3] - 1.0861) < 1e-3, "%g %g %g %g", g[0], g[1], g[2], g[3]);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
