@@ -1,4 +1,5 @@
-// Elementwise ops and full reductions on the device. Math in f32 registers, storage in T.
+// Unary elementwise ops and full reductions on the device (binary ops: binary.cu). Math in f32
+// registers, storage in T.
 #include "common.cuh"
 #include "elementwise.h"
 
