@@ -8,18 +8,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-/* y = a (op) b over a broadcast plan (host/elementwise.h), any kind. */
+/* Binary ops (cuda/binary.cu). y = a (op) b over a broadcast plan (host/elementwise.h), any kind. */
 tg_status cuda_binary_forward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p, const void *a,
                                  const void *b, void *y);
+/* Device scratch bytes cuda_binary_backward_bc needs for plan p with the gradients of a and / or b
+ * wanted (0 when it needs none). */
+size_t cuda_binary_backward_bc_workspace(const host_bcast *p, int want_a, int want_b);
 /* ga += reduce(gy * dy/da) over a's broadcast dims, likewise gb (either may be NULL). Deterministic:
- * every reduced element is summed in f32 in a fixed order (no atomics), the same bits every run. */
+ * every reduced element is summed in f32 in a fixed order (no atomics), the same bits every run.
+ * ws: ws_bytes >= cuda_binary_backward_bc_workspace(p, ga != NULL, gb != NULL) bytes of device
+ * memory, 4-byte aligned (NULL when that is 0), that no other work touches before the stream has
+ * run this call's kernels. */
 tg_status cuda_binary_backward_bc(tgc_stream s, tg_dtype dt, host_binary_op op, const host_bcast *p, const void *a,
-                                  const void *b, const void *gy, void *ga, void *gb);
-/* The bias-style kernels (plans of kind SAME and TRAIL): y[i] = a[i % na] (op) b[i % nb]. */
-tg_status cuda_binary_forward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,
-                              int64_t nb, void *y);
-tg_status cuda_binary_backward(tgc_stream s, tg_dtype dt, host_binary_op op, const void *a, int64_t na, const void *b,
-                               int64_t nb, const void *gy, void *ga, void *gb);
+                                  const void *b, const void *gy, void *ga, void *gb, void *ws, size_t ws_bytes);
 tg_status cuda_unary_forward(tgc_stream s, tg_dtype dt, host_unary_op op, double alpha, const void *x, void *y,
                              int64_t n);
 tg_status cuda_unary_backward(tgc_stream s, tg_dtype dt, host_unary_op op, double alpha, const void *x, const void *y,

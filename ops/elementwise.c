@@ -34,8 +34,10 @@ static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
   void *ga = a->requires_grad ? tgi_grad_d(t, a) : NULL;
   void *gb = b->requires_grad ? tgi_grad_d(t, b) : NULL;
+  size_t ws_bytes = cuda_binary_backward_bc_workspace(&bc, ga != NULL, gb != NULL);
+  void *ws = ws_bytes ? tgi_scratch_d(t, ws_bytes) : NULL; /* partial sums of broadcast gradients */
   if (t->status) return t->status;
-  tg_status s = cuda_binary_backward_bc(TGI_STREAM(t), (tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb);
+  tg_status s = cuda_binary_backward_bc(TGI_STREAM(t), (tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb, ws, ws_bytes);
   if (s) tgi_fail_cuda(t, s, "backward");
   return s;
 #else
