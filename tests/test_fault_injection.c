@@ -113,6 +113,27 @@ static int same(const snapshot *a, const snapshot *b) {
   return a->n == b->n && !memcmp(a->bytes, b->bytes, a->n) && a->steps == b->steps && a->states == b->states;
 }
 
+/* A computed step against its reference. The host is deterministic: bit for bit. A CUDA step is
+ * not: the embedding backward and attention's dQ accumulate with atomics, whose order varies from
+ * run to run (the reference step itself, run twice, differs in the last bits; the walk logs it).
+ * So on the GPU, every parameter (f32 here) within 1e-4: a hundredth of one AdamW update at
+ * lr = 1e-2, far below what a lost update, a skipped kernel or stale memory would move. The largest
+ * difference seen is kept in *worst. */
+static double worst_gpu_diff;
+static int matches(const snapshot *a, const snapshot *b, int gpu) {
+  if (!gpu) return same(a, b);
+  if (a->n != b->n || a->steps != b->steps || a->states != b->states || a->n % sizeof(float)) return 0;
+  for (size_t i = 0; i < a->n / sizeof(float); i++) {
+    float x, y;
+    memcpy(&x, a->bytes + i * sizeof x, sizeof x);
+    memcpy(&y, b->bytes + i * sizeof y, sizeof y);
+    double d = fabs((double)x - (double)y);
+    if (!(d <= 1e-4)) return 0; /* NaN fails too */
+    if (d > worst_gpu_diff) worst_gpu_diff = d;
+  }
+  return 1;
+}
+
 typedef struct {
   int gpu;
   tg_runtime *rt;
@@ -154,6 +175,21 @@ static void walk(int gpu) {
   snap(&m, &r2);
   charlm_model_free(&m);
   cr_assert(!same(&s0, &r1) && !same(&r1, &r2), "the reference steps changed nothing");
+  if (gpu) { /* how reproducible the device step is by itself (logged; matches() decides) */
+    snapshot q1, q2;
+    cr_assert_eq(charlm_model_init(&m, in.rt, &c, 3, err), 0, "%s", err);
+    cr_assert_eq(step(&m, &f, 0), PH_DONE, "%s", tg_tape_error(m.tape));
+    snap(&m, &q1);
+    cr_assert_eq(step(&m, &f, 1), PH_DONE, "%s", tg_tape_error(m.tape));
+    snap(&m, &q2);
+    charlm_model_free(&m);
+    cr_assert(matches(&q1, &r1, 1) && matches(&q2, &r2, 1), "the reference steps, run twice, disagree beyond 1e-4");
+    cr_log_info("device reference run twice: step 1 %s, step 2 %s; largest difference %.3g",
+                same(&q1, &r1) ? "bit-identical" : "differs", same(&q2, &r2) ? "bit-identical" : "differs",
+                worst_gpu_diff);
+    worst_gpu_diff = 0;
+    free(q1.bytes), free(q2.bytes);
+  }
 
   int64_t k = 0, failed = 0, absorbed = 0, per_phase[PH_DONE + 1] = {0};
   for (;; k++) {
@@ -170,10 +206,10 @@ static void walk(int gpu) {
     snap(&m, &now);
     if (p == PH_DONE) { /* a failure the library absorbed (e.g. coalescing the arena): results intact */
       absorbed++;
-      CHECK(same(&now, &r1), "allocation %lld failed silently and changed the step's result", (long long)k);
+      CHECK(matches(&now, &r1, gpu), "allocation %lld failed silently and changed the step's result", (long long)k);
     } else if (p == PH_SAVE) {
       failed++;
-      CHECK(same(&now, &r1), "allocation %lld: the save failed, the step's update must stand", (long long)k);
+      CHECK(matches(&now, &r1, gpu), "allocation %lld: the save failed, the step's update must stand", (long long)k);
     } else {
       failed++;
       CHECK(same(&now, &s0), "allocation %lld failed in %s (%s) but changed parameters or optimizer state",
@@ -187,18 +223,19 @@ static void walk(int gpu) {
     CHECK(again == PH_DONE, "after allocation %lld failed in %s, the next step failed in %s: %s", (long long)k,
           PHASE[p], PHASE[again], tg_tape_error(m.tape));
     snap(&m, &now);
-    CHECK(same(&now, done_one ? &r2 : &r1), "after allocation %lld failed in %s the next step differs", (long long)k,
+    CHECK(matches(&now, done_one ? &r2 : &r1, gpu), "after allocation %lld failed in %s the next step differs", (long long)k,
           PHASE[p]);
     free(now.bytes);
     charlm_model_free(&m);
     if (k > 20000) cr_assert_fail("more than 20000 allocations in one step");
   }
   cr_log_info("%s walk: %lld allocations in a first step; %lld failed with a status, %lld absorbed "
-              "(reset %lld, input %lld, forward %lld, backward %lld, clip %lld, adamw %lld, save %lld)",
+              "(reset %lld, input %lld, forward %lld, backward %lld, clip %lld, adamw %lld, save %lld); "
+              "largest difference from the reference %.3g",
               gpu ? "device" : "host", (long long)k, (long long)failed, (long long)absorbed,
               (long long)per_phase[PH_RESET], (long long)per_phase[PH_INPUT], (long long)per_phase[PH_FORWARD],
               (long long)per_phase[PH_BACKWARD], (long long)per_phase[PH_CLIP], (long long)per_phase[PH_ADAMW],
-              (long long)per_phase[PH_SAVE]);
+              (long long)per_phase[PH_SAVE], worst_gpu_diff);
   cr_expect_eq(nbad, 0, "%d problems; the first: %s", nbad, bad);
   cr_expect_gt(k, 10, "the walk saw too few allocations to be meaningful");
   free(s0.bytes), free(r1.bytes), free(r2.bytes);

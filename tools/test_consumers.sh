@@ -6,6 +6,9 @@
 # exported target and with pkg-config's Libs.private, and the shared ones that the library runs.
 #   bash tools/test_consumers.sh                 # host-only build
 #   TIGA_CUDA=ON bash tools/test_consumers.sh    # CUDA build (a GPU, if present, is used too)
+# TIGA_CONSUMER_PREBUILT=DIR installs from an already configured and built folder (gpu-prep's
+# build-gpu) instead of configuring a new one; TIGA_CONSUMER_KEEP=DIR copies the install prefix and
+# the four consumers there, so a GPU machine can run them (bench/records/run_s5e.sh).
 # Prints "N passed, M failed"; exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,12 +25,17 @@ for tool in cmake cc; do
 done
 
 echo "== build and install libtiga (TIGA_CUDA=$cuda) into a temporary prefix"
+if [ -n "${TIGA_CONSUMER_PREBUILT:-}" ]; then
+  build=$TIGA_CONSUMER_PREBUILT
+  echo "installing from the prebuilt folder $build"
+else
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTIGA_CUDA="$cuda" -DTIGA_BUILD_TESTS=OFF \
   -DTIGA_BUILD_EXAMPLES=OFF -DTIGA_BUILD_BENCH=OFF -DCMAKE_INSTALL_PREFIX="$prefix" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 grep -E "^-- tiga" "$work/configure.log" || true
+fi
 cmake --build "$build" -j"$jobs" --target tiga tiga_static >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; exit 1; }
-cmake --install "$build" >/dev/null
+cmake --install "$build" --prefix "$prefix" >/dev/null
 
 mkdir -p "$work/app"
 cat >"$work/app/main.c" <<'C'
@@ -133,6 +141,14 @@ else
   cat "$work/pc2.log"
   echo "FAIL: pkg-config static link: cc main.c $static_libs"
   fail=$((fail + 1))
+fi
+if [ -n "${TIGA_CONSUMER_KEEP:-}" ]; then
+  rm -rf "$TIGA_CONSUMER_KEEP" && mkdir -p "$TIGA_CONSUMER_KEEP"
+  cp -a "$prefix" "$TIGA_CONSUMER_KEEP/prefix"
+  for b in app/build/app_shared app/build/app_static app/pc_shared app/pc_static; do
+    [ -f "$work/$b" ] && cp "$work/$b" "$TIGA_CONSUMER_KEEP/"
+  done
+  echo "kept the prefix and the consumers in $TIGA_CONSUMER_KEEP"
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
