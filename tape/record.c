@@ -105,7 +105,6 @@ tg_provider tgi_pick(tg_tape *t, unsigned supported) {
   return p;
 }
 
-
 tgi_value *tgi_result(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape) {
   if (t->status != TG_OK) return NULL;
   if (ndim < 0 || ndim > TG_MAX_DIMS) {

@@ -5,7 +5,7 @@
  * TG_ERR_IO and leaves the tape untouched. (tests/fuzz/ drives tg_tape_load with a fuzzer.) */
 #include "checkpoint_support.h"
 
-    Test(checkpoint, round_trip_and_resume_bit_identical) {
+Test(checkpoint, round_trip_and_resume_bit_identical) {
   tg_runtime *rt = ts_host_runtime();
   model a = make_model(rt, 1), b = make_model(rt, 1), c = make_model(rt, 99);
   for (int s = 1; s <= 2; s++) {

@@ -223,8 +223,8 @@ static void walk(int gpu) {
     CHECK(again == PH_DONE, "after allocation %lld failed in %s, the next step failed in %s: %s", (long long)k,
           PHASE[p], PHASE[again], tg_tape_error(m.tape));
     snap(&m, &now);
-    CHECK(matches(&now, done_one ? &r2 : &r1, gpu), "after allocation %lld failed in %s the next step differs", (long long)k,
-          PHASE[p]);
+    CHECK(matches(&now, done_one ? &r2 : &r1, gpu), "after allocation %lld failed in %s the next step differs",
+          (long long)k, PHASE[p]);
     free(now.bytes);
     charlm_model_free(&m);
     if (k > 20000) cr_assert_fail("more than 20000 allocations in one step");

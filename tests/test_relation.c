@@ -62,15 +62,11 @@ Test(relation, varlen_counts) {
   int32_t cq[3] = {0, 2, 5}, ck[3] = {0, 3, 4};
   tg_relation *r = NULL;
   /* seq 0: 2 x 3, seq 1: 3 x 1 */
-  cr_assert_eq(tg_relation_varlen(rt, 2, cq, 3 * sizeof(int32_t), ck,
-                                  3 * sizeof(int32_t), 0, &r),
-               TG_OK);
+  cr_assert_eq(tg_relation_varlen(rt, 2, cq, 3 * sizeof(int32_t), ck, 3 * sizeof(int32_t), 0, &r), TG_OK);
   expect_info(r, TG_REL_VARLEN, 5, 4, 9);
   tg_relation_destroy(r);
   /* causal, bottom-right per sequence: seq 0 rows see 2, 3 keys; seq 1 (lq 3, lk 1) rows see 0, 0, 1 */
-  cr_assert_eq(tg_relation_varlen(rt, 2, cq, 3 * sizeof(int32_t), ck,
-                                  3 * sizeof(int32_t), 1, &r),
-               TG_OK);
+  cr_assert_eq(tg_relation_varlen(rt, 2, cq, 3 * sizeof(int32_t), ck, 3 * sizeof(int32_t), 1, &r), TG_OK);
   expect_info(r, TG_REL_VARLEN, 5, 4, 6);
   tg_relation_destroy(r);
   /* cu_seqlens_k NULL: same as q; a length-1 sequence is fine */
@@ -86,9 +82,7 @@ Test(relation, csr_and_concat) {
   int64_t rp[5] = {0, 2, 2, 5, 6};
   int32_t ci[6] = {0, 3, 1, 2, 4, 0};
   tg_relation *csr = NULL, *causal = NULL, *dense = NULL, *cat = NULL;
-  cr_assert_eq(
-      tg_relation_csr(rt, 4, 5, rp, 5 * sizeof(int64_t), ci, (size_t)(rp)[4] * sizeof(int32_t), &csr),
-      TG_OK);
+  cr_assert_eq(tg_relation_csr(rt, 4, 5, rp, 5 * sizeof(int64_t), ci, (size_t)(rp)[4] * sizeof(int32_t), &csr), TG_OK);
   expect_info(csr, TG_REL_CSR, 4, 5, 6);
   cr_assert_eq(tg_relation_causal(rt, 2, 2, &causal), TG_OK);
   cr_assert_eq(tg_relation_dense(rt, 1, 3, &dense), TG_OK);
@@ -124,16 +118,16 @@ Test(relation, errors_sizes_and_nulls) {
   EXPECT_REL_ERR(tg_relation_mask(rt, 0, 2, 0, m, (size_t)(2 * 0), &r), TG_ERR_INVALID_ARGUMENT, rt,
                  "argument 'nk' is 0");
   int32_t cu[3] = {0, 1, 2};
-  EXPECT_REL_ERR(tg_relation_varlen(rt, 0, cu, 1 * sizeof(int32_t), NULL, 0, 0, &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "argument 'n_seqs' is 0");
+  EXPECT_REL_ERR(tg_relation_varlen(rt, 0, cu, 1 * sizeof(int32_t), NULL, 0, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
+                 "argument 'n_seqs' is 0");
   EXPECT_REL_ERR(tg_relation_varlen(rt, 2, NULL, 0, NULL, 0, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
                  "argument 'cu_seqlens_q' is NULL");
   int64_t rp[3] = {0, 1, 2};
   int32_t ci[2] = {0, 1};
   EXPECT_REL_ERR(tg_relation_csr(rt, 2, 2, NULL, 0, ci, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
                  "argument 'row_ptr' is NULL");
-  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 2, rp, 3 * sizeof(int64_t), NULL, 0, &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "argument 'col_idx' is NULL; expected nnz = 2");
+  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 2, rp, 3 * sizeof(int64_t), NULL, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
+                 "argument 'col_idx' is NULL; expected nnz = 2");
   EXPECT_REL_ERR(tg_relation_concat(rt, 0, NULL, &r), TG_ERR_INVALID_ARGUMENT, rt, "argument 'n' is 0");
   EXPECT_REL_ERR(tg_relation_concat(rt, 2, NULL, &r), TG_ERR_INVALID_ARGUMENT, rt, "argument 'parts' is NULL");
   tg_relation *parts[2] = {NULL, NULL};
@@ -147,15 +141,13 @@ Test(relation, errors_varlen_offsets) {
   tg_runtime *rt = ts_host_runtime();
   tg_relation *r = NULL;
   int32_t start[3] = {1, 2, 3}, nonmono[4] = {0, 3, 2, 5}, zero[4] = {0, 2, 2, 4}, ok[4] = {0, 2, 3, 4};
-  EXPECT_REL_ERR(tg_relation_varlen(rt, 2, start, 3 * sizeof(int32_t), NULL, 0, 0, &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "argument 'cu_seqlens_q' has cu_seqlens_q[0] = 1; expected 0");
-  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, nonmono, 4 * sizeof(int32_t), NULL, 0, 0, &r),
-                 TG_ERR_INVALID_ARGUMENT, rt,
+  EXPECT_REL_ERR(tg_relation_varlen(rt, 2, start, 3 * sizeof(int32_t), NULL, 0, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
+                 "argument 'cu_seqlens_q' has cu_seqlens_q[0] = 1; expected 0");
+  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, nonmono, 4 * sizeof(int32_t), NULL, 0, 0, &r), TG_ERR_INVALID_ARGUMENT, rt,
                  "cu_seqlens_q[2] = 2 after cu_seqlens_q[1] = 3; expected strictly increasing");
-  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, zero, 4 * sizeof(int32_t), NULL, 0, 1, &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "sequence 1 would have length 0");
-  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, ok, 4 * sizeof(int32_t), zero,
-                                    4 * sizeof(int32_t), 1, &r),
+  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, zero, 4 * sizeof(int32_t), NULL, 0, 1, &r), TG_ERR_INVALID_ARGUMENT, rt,
+                 "sequence 1 would have length 0");
+  EXPECT_REL_ERR(tg_relation_varlen(rt, 3, ok, 4 * sizeof(int32_t), zero, 4 * sizeof(int32_t), 1, &r),
                  TG_ERR_INVALID_ARGUMENT, rt,
                  "argument 'cu_seqlens_k' has cu_seqlens_k[2] = 2 after cu_seqlens_k[1] = 2");
   cr_expect_null(r);
@@ -167,28 +159,24 @@ Test(relation, errors_csr) {
   tg_relation *r = NULL;
   int64_t rp_start[3] = {1, 2, 3}, rp_dec[3] = {0, 2, 1}, rp[3] = {0, 2, 4}, rp_big[3] = {0, 3, 5};
   int32_t unsorted[4] = {0, 2, 3, 1}, dup[4] = {0, 2, 1, 1}, range[4] = {0, 4, 0, 1}, neg[4] = {-1, 0, 0, 1};
-  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp_start, 3 * sizeof(int64_t), unsorted,
-                                 (size_t)(rp_start)[2] * sizeof(int32_t), &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "argument 'row_ptr' has row_ptr[0] = 1; expected 0");
-  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp_dec, 3 * sizeof(int64_t), unsorted,
-                                 (size_t)(rp_dec)[2] * sizeof(int32_t), &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "row_ptr[2] = 1 after row_ptr[1] = 2; expected non-decreasing");
-  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), unsorted,
-                                 (size_t)(rp)[2] * sizeof(int32_t), &r),
+  EXPECT_REL_ERR(
+      tg_relation_csr(rt, 2, 4, rp_start, 3 * sizeof(int64_t), unsorted, (size_t)(rp_start)[2] * sizeof(int32_t), &r),
+      TG_ERR_INVALID_ARGUMENT, rt, "argument 'row_ptr' has row_ptr[0] = 1; expected 0");
+  EXPECT_REL_ERR(
+      tg_relation_csr(rt, 2, 4, rp_dec, 3 * sizeof(int64_t), unsorted, (size_t)(rp_dec)[2] * sizeof(int32_t), &r),
+      TG_ERR_INVALID_ARGUMENT, rt, "row_ptr[2] = 1 after row_ptr[1] = 2; expected non-decreasing");
+  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), unsorted, (size_t)(rp)[2] * sizeof(int32_t), &r),
                  TG_ERR_INVALID_ARGUMENT, rt,
                  "col_idx[3] = 1 after col_idx[2] = 3 in row 1; expected strictly increasing");
+  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), dup, (size_t)(rp)[2] * sizeof(int32_t), &r),
+                 TG_ERR_INVALID_ARGUMENT, rt, "col_idx[3] = 1 after col_idx[2] = 1 in row 1");
+  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), range, (size_t)(rp)[2] * sizeof(int32_t), &r),
+                 TG_ERR_INVALID_ARGUMENT, rt, "col_idx[1] = 4 (row 0); expected a key index in [0, 4)");
+  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), neg, (size_t)(rp)[2] * sizeof(int32_t), &r),
+                 TG_ERR_INVALID_ARGUMENT, rt, "col_idx[0] = -1 (row 0)");
   EXPECT_REL_ERR(
-      tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), dup, (size_t)(rp)[2] * sizeof(int32_t), &r),
-      TG_ERR_INVALID_ARGUMENT, rt, "col_idx[3] = 1 after col_idx[2] = 1 in row 1");
-  EXPECT_REL_ERR(
-      tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), range, (size_t)(rp)[2] * sizeof(int32_t), &r),
-      TG_ERR_INVALID_ARGUMENT, rt, "col_idx[1] = 4 (row 0); expected a key index in [0, 4)");
-  EXPECT_REL_ERR(
-      tg_relation_csr(rt, 2, 4, rp, 3 * sizeof(int64_t), neg, (size_t)(rp)[2] * sizeof(int32_t), &r),
-      TG_ERR_INVALID_ARGUMENT, rt, "col_idx[0] = -1 (row 0)");
-  EXPECT_REL_ERR(tg_relation_csr(rt, 2, 2, rp_big, 3 * sizeof(int64_t), unsorted,
-                                 (size_t)(rp_big)[2] * sizeof(int32_t), &r),
-                 TG_ERR_INVALID_ARGUMENT, rt, "ends at nnz = 5; expected at most nq * nk = 4");
+      tg_relation_csr(rt, 2, 2, rp_big, 3 * sizeof(int64_t), unsorted, (size_t)(rp_big)[2] * sizeof(int32_t), &r),
+      TG_ERR_INVALID_ARGUMENT, rt, "ends at nnz = 5; expected at most nq * nk = 4");
   cr_expect_null(r);
   tg_runtime_destroy(rt);
 }
