@@ -734,10 +734,10 @@ TG_API tg_id tg_graph_reduce(tg_tape *tape, const tg_relation *rel, tg_id edge_v
 /* scores [E, H] -> [E, H]: softmax over each destination's edges, per head. */
 TG_API tg_id tg_graph_softmax(tg_tape *tape, const tg_relation *rel, tg_id scores);
 
-/* Options of tg_graph_attend and tg_gat_attention (and, later, tg_edge_attention). */
+/* Options of tg_graph_attend, tg_gat_attention and tg_edge_attention. */
 typedef struct tg_graph_attention_options {
   size_t struct_size;    /* tg_graph_attention_options_init */
-  double negative_slope; /* LeakyReLU slope of tg_gat_attention's score (init 0.2) */
+  double negative_slope; /* LeakyReLU slope of the GAT / edge-MLP score (init 0.2) */
   double dropout_keep;   /* attention dropout keep probability in (0, 1]; init 1: none */
   tg_id *lse_out;        /* init NULL; else receives the id of lse [H, Nq] f32 */
 } tg_graph_attention_options;
@@ -759,6 +759,31 @@ TG_API tg_id tg_graph_displacement(tg_tape *tape, const tg_relation *rel, tg_id 
  * -> [Nq, H, F]. CUDA_FUSED stores nothing of size E in either direction. */
 TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst, tg_id e_src, tg_id values,
                               const tg_graph_attention_options *opts);
+/* Edge-MLP attention (seed 000's GAT with a learned edge score): for each edge e = (j -> i),
+ *   in_e  = [ pos_src[j] - pos_dst[i] (dim) | x_src[j] (Fs) | x_dst[i] (Fd) | edge_feat[e] (Fe) ]
+ *   z_e   = LeakyReLU(in_e . w1 + b1; opts->negative_slope)          [hidden]
+ *   s_e,h = z_e . w2[:, h] + b2[h]                                    [H]
+ *   out[i, h] = sum_{e = (j -> i)} softmax_e(s[:, h]) * w_e,h * values[j, h]   (tg_graph_attend)
+ * Shapes: pos_src [Nk, dim], pos_dst [Nq, dim] (dim 1..3; both TG_ABSENT: no geometry, dim 0),
+ * x_src [Nk, Fs] and x_dst [Nq, Fd] (each may be TG_ABSENT: Fs or Fd 0; for self-attention on a
+ * square graph pass the same value twice), edge_feat [E, Fe] in edge order or TG_ABSENT,
+ * values [Nk, H, F], w1 [dim + Fs + Fd + Fe, hidden] with its rows in that order (geometry rows
+ * first, then source, destination and edge-feature rows), b1 [hidden] or TG_ABSENT, w2 [hidden, H],
+ * b2 [H] or TG_ABSENT. Result [Nq, H, F]. Gradients reach every input (positions included).
+ * opts (NULL: init defaults): negative_slope (init 0.2), dropout_keep (the rule of
+ * tg_graph_attend), lse_out.
+ * dtypes: one float dtype for every input but the positions; HOST f32 / f64; CUDA f32 / bf16 (f32
+ * accumulation), positions f32 on CUDA (also with bf16 features, as tg_graph_displacement).
+ * Providers: HOST (reference); CUDA_COMPOSED (recorded graph ops: gather, displacement, concat,
+ * linear, leaky_relu, linear, tg_graph_attend's composed form — any size, [E, hidden] tensors);
+ * CUDA_FUSED: the feature rows run as per-node GEMMs (x_src . w1_src, x_dst . w1_dst, recorded
+ * tg_matmul nodes), one kernel evaluates the rest of the score MLP per edge with an online
+ * softmax, the backward replays it per row and per source; it saves lse [H, Nq] only, nothing of
+ * size E in either direction. FUSED takes hidden in {16, 32, 64, 128}, H <= 8, F <= 128, Fe <= 16;
+ * anything else is TG_ERR_UNSUPPORTED (never a silent fallback; AUTO picks COMPOSED then). */
+TG_API tg_id tg_edge_attention(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src,
+                               tg_id x_dst, tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
+                               const tg_graph_attention_options *opts);
 
 /* ---------------------------------------------------------------- optimizers
  * Each updates every parameter of the tape that has a gradient, in its own dtype, with state

@@ -1,0 +1,83 @@
+/* CUDA launchers of tg_edge_attention's fused core (ops/edge_attention.c records the rest).
+ * Storage dtype f32 or bf16 for every tensor but positions (f32) and lse / workspaces (f32);
+ * all arithmetic and accumulation in f32. Notation of cuda/graph.h (edges e = (j -> i) in the
+ * CSR's order, row(e) = i, j = col_idx[e]).
+ *
+ * The per-node feature products are inputs: U = x_src . w1_src [Nk, hid] and V = x_dst . w1_dst
+ * [Nq, hid] (either may be NULL: zero). The kernels evaluate, per edge and hidden unit k,
+ *   a[e, k] = b1[k] + U[j, k] + V[i, k] + sum_d wp[d, k] (ps[j, d] - pd[i, d]) + sum_f we[f, k] fe[e, f]
+ *   z[e, k] = LeakyReLU(a; slope)                (a > 0: a; else slope * a — a = 0 takes the slope)
+ *   s[e, h] = b2[h] + sum_k z[e, k] w2[k, h]
+ *   out[i, h, :] = sum_{e in row i} exp(s[e, h] - lse[h, i]) w[e, h] values[j, h, :]
+ *   lse[h, i] = log sum_{e in row i} exp(s[e, h])  (-inf for an empty row, whose out is 0)
+ * with w the attention-dropout weight of cuda/graph.h (tgc_graph_attn's keep / seed / call rule).
+ * wp [dim, hid] and we [Fe, hid] are the geometry and edge-feature rows of w1 (contiguous rows, so
+ * the caller passes pointers into w1 and into its gradient); b1 [hid], b2 [H] may be NULL (zero).
+ *
+ * Backward (every gradient ACCUMULATES, g += ...; NULL = not wanted):
+ *   D[i, h] = <dout[i, h], out[i, h]>;  p = exp(s - lse);  dp = w <dout[i, h], values[j, h]>
+ *   ds[e, h] = p (dp - D);  dz[e, k] = sum_h ds[e, h] w2[k, h];  da = dz * LeakyReLU'(a)
+ *   dvalues[j, h] += sum_e p w dout[i, h]          dU[j, k] += sum_e da     dV[i, k] += sum_e da
+ *   dps[j, d] += sum_e sum_k wp[d, k] da           dpd[i, d] -= sum_e sum_k wp[d, k] da
+ *   dfe[e, f] += sum_k we[f, k] da[e, k]
+ *   dwp[d, k] += sum_e (ps[j, d] - pd[i, d]) da     dwe[f, k] += sum_e fe[e, f] da[e, k]
+ *   db1[k] += sum_e da[e, k]    dw2[k, h] += sum_e z[e, k] ds[e, h]    db2[h] += sum_e ds[e, h]
+ * (db2 is 0 up to rounding: softmax is shift invariant per row.) Nothing of size E is stored: the
+ * backward recomputes a, z, s, p from the inputs and lse. Deterministic: no float atomics; per-row
+ * sums by one group in edge order, per-source sums in transpose order (needs csr->t_ptr), weight
+ * sums as fixed-order partials per block reduced in block order.
+ *
+ * Supported: hid in {16, 32, 64, 128}, H in 1..8, F in 1..128, dim in 0..3, Fe in 0..16; else
+ * TG_ERR_UNSUPPORTED with a message (tgc_set_error). Pointers are device memory. */
+#ifndef TIGA_CUDA_EDGE_ATTENTION_H
+#define TIGA_CUDA_EDGE_ATTENTION_H
+#include "graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tgc_edge_attn {
+  int64_t H, F, hid; /* heads, features per head of values / out, hidden width of the score MLP */
+  int dim, Fe;       /* geometry dims (0: no positions), edge features (0: none) */
+  tg_dtype dtype;    /* storage dtype of U, V, fe, values, weights, out and their gradients (f32, bf16) */
+  float slope;       /* LeakyReLU negative slope */
+  double keep;       /* attention dropout keep: 0 or 1 none, (0, 1) dropout (cuda/graph.h's rule) */
+  uint64_t seed, call;
+} tgc_edge_attn;
+
+/* The inputs every launcher reads (NULL where absent). */
+typedef struct tgc_edge_inputs {
+  const void *U, *V;        /* [Nk, hid], [Nq, hid] */
+  const float *ps, *pd;     /* [Nk, dim], [Nq, dim] (f32) */
+  const void *fe;           /* [E, Fe] */
+  const void *values;       /* [Nk, H, F] */
+  const void *wp, *we, *b1; /* [dim, hid], [Fe, hid], [hid] */
+  const void *w2, *b2;      /* [hid, H], [H] */
+} tgc_edge_inputs;
+
+/* The gradients (NULL = not wanted; each accumulates). */
+typedef struct tgc_edge_grads {
+  void *U, *V;
+  float *ps, *pd;
+  void *fe, *values, *wp, *we, *b1, *w2, *b2;
+} tgc_edge_grads;
+
+/* NULL when a is supported, else a static message naming what is not (for the op's status). */
+const char *cuda_edge_attention_unsupported(const tgc_edge_attn *a);
+
+/* -> out [Nq, H, F], lse [H, Nq] f32. */
+tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
+                                      void *out, float *lse);
+/* f32 scratch the backward needs (D per row and head, the weight partials). */
+size_t cuda_edge_attention_backward_workspace(const tgc_csr *g, const tgc_edge_attn *a);
+/* Accumulates the gradients in *d. out, dout, lse are the forward's output, its gradient and lse.
+ * Needs the transpose when d->U, d->values or d->ps is wanted. */
+tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
+                                       const tgc_edge_inputs *in, const void *out, const void *dout, const float *lse,
+                                       const tgc_edge_grads *d, void *workspace, size_t workspace_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
