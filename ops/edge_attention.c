@@ -1,0 +1,493 @@
+/* tg_edge_attention: GAT with a learned edge score (math in tiga.h and cuda/edge_attention.h).
+ * Lowerings:
+ *   HOST           U = x_src . w1_src, V = x_dst . w1_dst as tg_matmul nodes on row slices of w1
+ *                  (reshape + slice + reshape), then one "edge_attention" node (host/edge_attention.c,
+ *                  f32 / f64) that reads w1's geometry and edge-feature rows itself and evaluates the
+ *                  rest of the score MLP per edge with the softmax and the weighted sum; saves lse f64
+ *                  [H, Nq], the backward recomputes a, z, s and p
+ *   CUDA_FUSED     the same decomposition; the node runs cuda/edge_attention.h's kernels; saves lse
+ *                  f32 [H, Nq] only (nothing of size E in either direction); sizes outside the
+ *                  kernels' range are TG_ERR_UNSUPPORTED (AUTO picks CUDA_COMPOSED then)
+ *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
+ *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
+ *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
+ * Node inputs: {U?, V?, pos_src?, pos_dst?, edge_feat?, values, w1, b1?, w2, b2?}; outputs {out, lse?}.
+ * Attention dropout: tg_graph_attend's rule and stream (one RNG call per call with keep < 1, taken
+ * after every check passed), so the three lowerings drop the same (h, i, j). */
+#include "graph.h"
+#include "../host/edge_attention.h"
+
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/edge_attention.h"
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { IN_U, IN_V, IN_PS, IN_PD, IN_FE, IN_VALUES, IN_W1, IN_B1, IN_W2, IN_B2, N_IN };
+
+/* The node's parameters (host arena, n->aux). */
+typedef struct ea_state {
+  graph_state *g; /* relation, E / Nq / Nk, H / F, slope, dropout */
+  int64_t hid, Fs, Fd, Fe;
+  int dim;
+  int8_t slot[N_IN]; /* node input index of each argument, -1 when absent */
+} ea_state;
+
+static void describe(const tgi_node *n, char *buf, size_t cap) {
+  const ea_state *es = n->aux;
+  const graph_state *st = es->g;
+  char rel[128];
+  tgi_rel_describe(st->rel, rel, sizeof rel);
+  int w = snprintf(buf, cap, "%s H=%lld F=%lld hidden=%lld dim=%d Fs=%lld Fd=%lld Fe=%lld slope=%g", rel,
+                   (long long)st->H, (long long)st->F, (long long)es->hid, es->dim, (long long)es->Fs,
+                   (long long)es->Fd, (long long)es->Fe, st->slope);
+  if (st->keep < 1 && w > 0 && (size_t)w < cap)
+    w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
+  if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && w > 0 && (size_t)w < cap)
+    snprintf(buf + w, cap - (size_t)w, " fused");
+}
+
+static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
+
+/* Row offsets (in elements) of w1's geometry and edge-feature blocks. */
+static size_t off_wp(const ea_state *es) {
+  (void)es;
+  return 0;
+}
+static size_t off_we(const ea_state *es) { return (size_t)((es->dim + es->Fs + es->Fd) * es->hid); }
+
+static host_edge_attn host_attn(const ea_state *es) {
+  const graph_state *st = es->g;
+  return (host_edge_attn){.H = st->H,
+                          .F = st->F,
+                          .hid = es->hid,
+                          .dim = es->dim,
+                          .Fe = es->Fe,
+                          .slope = st->slope,
+                          .drop = {.H = st->H, .F = st->F, .keep = st->keep, .seed = st->seed, .call = st->call}};
+}
+
+#ifdef TIGA_HAVE_CUDA
+static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
+  const graph_state *st = es->g;
+  return (tgc_edge_attn){.H = st->H,
+                         .F = st->F,
+                         .hid = es->hid,
+                         .dim = es->dim,
+                         .Fe = (int)es->Fe,
+                         .dtype = dt,
+                         .slope = (float)st->slope,
+                         .keep = st->keep < 1 ? st->keep : 0,
+                         .seed = st->seed,
+                         .call = st->call};
+}
+#endif
+
+/* Input k of the node (NULL when absent). */
+static tgi_value *in_of(tg_tape *t, const tgi_node *n, const ea_state *es, int k) {
+  return es->slot[k] < 0 ? NULL : tgi_in(t, n, (uint32_t)es->slot[k]);
+}
+
+/* Pointers to the node's inputs (read) and wanted gradients on one side (host or device). */
+typedef struct ea_ptrs {
+  const void *in[N_IN];
+  void *grad[N_IN];
+} ea_ptrs;
+
+static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool dev, bool grads, ea_ptrs *p) {
+  memset(p, 0, sizeof *p);
+  for (int k = 0; k < N_IN; k++) {
+    tgi_value *v = in_of(t, n, es, k);
+    if (!v) continue;
+    p->in[k] = dev ? tgi_read_d(t, v) : tgi_read_h(t, v);
+    if (grads && v->requires_grad) p->grad[k] = dev ? tgi_grad_d(t, v) : tgi_grad_h(t, v);
+  }
+  return t->status == TG_OK;
+}
+
+static host_edge_inputs host_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype dt) {
+  const char *w1 = p->in[IN_W1];
+  const size_t z = dt_size(dt);
+  return (host_edge_inputs){.U = p->in[IN_U],
+                            .V = p->in[IN_V],
+                            .ps = p->in[IN_PS],
+                            .pd = p->in[IN_PD],
+                            .fe = p->in[IN_FE],
+                            .values = p->in[IN_VALUES],
+                            .wp = es->dim ? w1 + off_wp(es) * z : NULL,
+                            .we = es->Fe ? w1 + off_we(es) * z : NULL,
+                            .b1 = p->in[IN_B1],
+                            .w2 = p->in[IN_W2],
+                            .b2 = p->in[IN_B2]};
+}
+
+/* ------------------------------------------------------------ backward (HOST, CUDA_FUSED) */
+
+static tg_status ea_backward(tg_tape *t, tgi_node *n) {
+  const ea_state *es = n->aux;
+  const graph_state *st = es->g;
+  bool any = false;
+  for (int k = 0; k < N_IN; k++) {
+    tgi_value *v = in_of(t, n, es, k);
+    any |= v && v->requires_grad;
+  }
+  if (!any) return TG_OK;
+  if (!n->saved) return tgi_fail(t, TG_ERR_INTERNAL, "edge attention node has no saved lse"), TG_ERR_INTERNAL;
+  tgi_value *out = tgi_out(t, n, 0), *vals = in_of(t, n, es, IN_VALUES);
+  tg_dtype dt = (tg_dtype)vals->dtype;
+  tgi_value *ps = in_of(t, n, es, IN_PS);
+  ea_ptrs p;
+  const size_t z = dt_size(dt);
+  if (n->cap->provider == TG_PROVIDER_HOST) {
+    host_graph hg;
+    const void *gy = tgi_grad_h(t, out);
+    if (!gy || !gather_ptrs(t, n, es, false, true, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
+    char *gw1 = p.grad[IN_W1];
+    host_edge_grads d = {.U = p.grad[IN_U],
+                         .V = p.grad[IN_V],
+                         .ps = p.grad[IN_PS],
+                         .pd = p.grad[IN_PD],
+                         .fe = p.grad[IN_FE],
+                         .values = p.grad[IN_VALUES],
+                         .wp = gw1 && es->dim ? gw1 + off_wp(es) * z : NULL,
+                         .we = gw1 && es->Fe ? gw1 + off_we(es) * z : NULL,
+                         .b1 = p.grad[IN_B1],
+                         .w2 = p.grad[IN_W2],
+                         .b2 = p.grad[IN_B2]};
+    host_edge_attn a = host_attn(es);
+    host_edge_inputs hi = host_inputs(es, &p, dt);
+    tg_status s = host_edge_attention_backward(dt, ps ? (tg_dtype)ps->dtype : dt, &hg, &a, &hi, gy, n->saved, &d);
+    if (s) tgi_fail(t, s, "out of host memory for the edge attention gradient");
+    return s;
+  }
+#ifdef TIGA_HAVE_CUDA
+  const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
+  if (!gy || !po || !gather_ptrs(t, n, es, true, true, &p)) return t->status;
+  /* per-source sums (dU, dvalues, dpos_src) walk the transpose */
+  bool per_source = p.grad[IN_U] || p.grad[IN_VALUES] || p.grad[IN_PS];
+  tgc_csr cg;
+  if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg)) return t->status;
+  const char *w1 = p.in[IN_W1];
+  char *gw1 = p.grad[IN_W1];
+  tgc_edge_inputs di = {.U = p.in[IN_U],
+                        .V = p.in[IN_V],
+                        .ps = p.in[IN_PS],
+                        .pd = p.in[IN_PD],
+                        .fe = p.in[IN_FE],
+                        .values = p.in[IN_VALUES],
+                        .wp = es->dim ? w1 + off_wp(es) * z : NULL,
+                        .we = es->Fe ? w1 + off_we(es) * z : NULL,
+                        .b1 = p.in[IN_B1],
+                        .w2 = p.in[IN_W2],
+                        .b2 = p.in[IN_B2]};
+  tgc_edge_grads d = {.U = p.grad[IN_U],
+                      .V = p.grad[IN_V],
+                      .ps = p.grad[IN_PS],
+                      .pd = p.grad[IN_PD],
+                      .fe = p.grad[IN_FE],
+                      .values = p.grad[IN_VALUES],
+                      .wp = gw1 && es->dim ? gw1 + off_wp(es) * z : NULL,
+                      .we = gw1 && es->Fe ? gw1 + off_we(es) * z : NULL,
+                      .b1 = p.grad[IN_B1],
+                      .w2 = p.grad[IN_W2],
+                      .b2 = p.grad[IN_B2]};
+  tgc_edge_attn a = dev_attn(es, dt);
+  size_t wb = cuda_edge_attention_backward_workspace(&cg, &a);
+  void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+  if (wb && !ws) return t->status;
+  tg_status s = cuda_edge_attention_backward(TGI_STREAM(t), &cg, &a, &di, po, gy, n->saved, &d, ws, wb);
+  if (s) tgi_fail_cuda(t, s, "fused edge attention backward");
+  return s;
+#else
+  (void)ps;
+  return tgi_fail(t, TG_ERR_INTERNAL, "CUDA edge attention node in a host-only build"), TG_ERR_INTERNAL;
+#endif
+}
+
+static const tgi_capsule cap_ea[2] = {{"edge_attention", TG_PROVIDER_HOST, ea_backward, describe},
+                                      {"edge_attention", TG_PROVIDER_CUDA_FUSED, ea_backward, describe}};
+
+/* ------------------------------------------------------------ argument checks */
+
+static const char *const ARG[N_IN] = {"x_src",  "x_dst", "pos_src", "pos_dst", "edge_feat",
+                                      "values", "w1",    "b1",      "w2",      "b2"};
+
+/* v is [n0] (nd 1) or [n0, n1] (nd 2); n1 < 0: any n1 >= 1. */
+static bool need_shape(tg_tape *t, const char *arg, const tgi_value *v, int nd, int64_t n0, int64_t n1,
+                       const char *want) {
+  if (v->ndim == nd && v->shape[0] == n0 && (nd == 1 || n1 < 0 || v->shape[1] == n1)) return true;
+  char s[TGI_SHAPE_STR_CAP];
+  return tgi_fail(t, TG_ERR_SHAPE, "argument '%s' has shape %s; expected %s", arg,
+                  tgi_shape_str(v->shape, v->ndim, s, sizeof s), want);
+}
+
+/* Shapes (sets es and es->g's H, F). a[k] are the arguments (NULL when absent). */
+static bool check_shapes(tg_tape *t, ea_state *es, tgi_value *const *a) {
+  graph_state *st = es->g;
+  char w[256], rs[160];
+  tgi_graph_rel_str(st, rs, sizeof rs);
+  if (!a[IN_PS] != !a[IN_PD])
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "argument '%s' is TG_ABSENT but '%s' is not; expected both positions, or both TG_ABSENT for "
+                    "no geometry",
+                    a[IN_PS] ? "pos_dst" : "pos_src", a[IN_PS] ? "pos_src" : "pos_dst");
+  if (a[IN_PS]) {
+    const tgi_value *ps = a[IN_PS];
+    snprintf(w, sizeof w, "[Nk = %lld, dim] with dim 1..3 (argument 'rel' is a %s)", (long long)st->Nk, rs);
+    if (ps->ndim != 2 || ps->shape[1] > 3) return need_shape(t, "pos_src", ps, 2, -1, -2, w);
+    if (!need_shape(t, "pos_src", ps, 2, st->Nk, -1, w)) return false;
+    es->dim = (int)ps->shape[1];
+    snprintf(w, sizeof w, "[Nq = %lld, dim = %d] (Nq of argument 'rel', dim from argument 'pos_src')",
+             (long long)st->Nq, es->dim);
+    if (!need_shape(t, "pos_dst", a[IN_PD], 2, st->Nq, es->dim, w)) return false;
+  }
+  snprintf(w, sizeof w, "[Nk = %lld, Fs] (argument 'rel' is a %s)", (long long)st->Nk, rs);
+  if (a[IN_U] && !need_shape(t, "x_src", a[IN_U], 2, st->Nk, -1, w)) return false;
+  snprintf(w, sizeof w, "[Nq = %lld, Fd] (argument 'rel' is a %s)", (long long)st->Nq, rs);
+  if (a[IN_V] && !need_shape(t, "x_dst", a[IN_V], 2, st->Nq, -1, w)) return false;
+  snprintf(w, sizeof w, "[E = %lld, Fe] in edge order (argument 'rel' is a %s)", (long long)st->E, rs);
+  if (a[IN_FE] && !need_shape(t, "edge_feat", a[IN_FE], 2, st->E, -1, w)) return false;
+  es->Fs = a[IN_U] ? a[IN_U]->shape[1] : 0;
+  es->Fd = a[IN_V] ? a[IN_V]->shape[1] : 0;
+  es->Fe = a[IN_FE] ? a[IN_FE]->shape[1] : 0;
+  const tgi_value *v = a[IN_VALUES];
+  snprintf(w, sizeof w, "[Nk = %lld, H, F] (argument 'rel' is a %s)", (long long)st->Nk, rs);
+  if (v->ndim != 3 || v->shape[0] != st->Nk) return need_shape(t, "values", v, 3, -1, -1, w);
+  st->H = v->shape[1], st->F = v->shape[2];
+  const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
+  if (din == 0)
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "arguments 'pos_src', 'pos_dst', 'x_src', 'x_dst' and 'edge_feat' are all TG_ABSENT; the score "
+                    "MLP needs at least one input");
+  snprintf(w, sizeof w,
+           "[dim + Fs + Fd + Fe = %d + %lld + %lld + %lld = %lld, hidden] (rows: geometry, source, destination, "
+           "edge features)",
+           es->dim, (long long)es->Fs, (long long)es->Fd, (long long)es->Fe, (long long)din);
+  if (!need_shape(t, "w1", a[IN_W1], 2, din, -1, w)) return false;
+  es->hid = a[IN_W1]->shape[1];
+  snprintf(w, sizeof w, "[hidden = %lld] (hidden from argument 'w1')", (long long)es->hid);
+  if (a[IN_B1] && !need_shape(t, "b1", a[IN_B1], 1, es->hid, 0, w)) return false;
+  snprintf(w, sizeof w, "[hidden = %lld, H = %lld] (hidden from argument 'w1', H from argument 'values')",
+           (long long)es->hid, (long long)st->H);
+  if (!need_shape(t, "w2", a[IN_W2], 2, es->hid, st->H, w)) return false;
+  snprintf(w, sizeof w, "[H = %lld] (H from argument 'values')", (long long)st->H);
+  if (a[IN_B2] && !need_shape(t, "b2", a[IN_B2], 1, st->H, 0, w)) return false;
+  return true;
+}
+
+/* dtypes for provider p: one float dtype (values') for all but the positions; positions f32 / f64
+ * on HOST (both the same), f32 on CUDA. */
+static bool check_dtypes(tg_tape *t, tg_provider p, tgi_value *const *a) {
+  if (!tgi_need_float_for(t, p, "values", a[IN_VALUES])) return false;
+  for (int k = 0; k < N_IN; k++)
+    if (a[k] && k != IN_PS && k != IN_PD && k != IN_VALUES &&
+        !tgi_need_same_dtype(t, "values", a[IN_VALUES], ARG[k], a[k]))
+      return false;
+  if (!a[IN_PS]) return true;
+  if (!tgi_need_same_dtype(t, "pos_src", a[IN_PS], "pos_dst", a[IN_PD])) return false;
+  if (p == TG_PROVIDER_HOST ? a[IN_PS]->dtype == TG_F32 || a[IN_PS]->dtype == TG_F64 : a[IN_PS]->dtype == TG_F32)
+    return true;
+  return tgi_fail(t, TG_ERR_DTYPE, "argument 'pos_src' has dtype %s; provider %s takes %s positions",
+                  tg_dtype_name((tg_dtype)a[IN_PS]->dtype), tg_provider_name(p),
+                  p == TG_PROVIDER_HOST ? "f32 or f64" : "f32 (positions stay f32 in a bf16 model)");
+}
+
+/* Why CUDA_FUSED cannot run this call (NULL: it can). */
+static const char *fused_unsupported(const ea_state *es, tg_dtype dt) {
+  if (dt != TG_F32 && dt != TG_BF16) return "the fused kernels take f32 or bf16 (CUDA_COMPOSED takes f16)";
+#ifdef TIGA_HAVE_CUDA
+  tgc_edge_attn a = dev_attn(es, dt);
+  return cuda_edge_attention_unsupported(&a);
+#else
+  (void)es;
+  return "this build has no CUDA";
+#endif
+}
+
+/* ------------------------------------------------------------ lowerings */
+
+/* Rows [r0, r0 + n) of w [rows, hid] as a recorded [n, hid] value (w itself when it is all of it). */
+static tg_id w1_rows(tg_tape *t, tg_id w1, int64_t rows, int64_t r0, int64_t n, int64_t hid) {
+  if (r0 == 0 && n == rows) return w1;
+  int64_t flat[1] = {rows * hid}, shape[2] = {n, hid};
+  return tg_reshape(t, tg_slice(t, tg_reshape(t, w1, 1, flat), r0 * hid, n * hid), 2, shape);
+}
+
+/* CUDA_COMPOSED: recorded ops only; tg_graph_attend (forced to its composed form) takes the
+ * dropout stream and writes lse_out. */
+static tg_id composed(tg_tape *t, const ea_state *es, const tg_id *id, tg_dtype dt, tgi_value *const *a,
+                      const tg_graph_attention_options *o) {
+  const tg_relation *rel = es->g->rel;
+  tg_provider prev = t->provider;
+  t->provider = TG_PROVIDER_CUDA_COMPOSED;
+  tg_id parts[4];
+  int np = 0;
+  if (a[IN_PS]) {
+    tg_id d = tg_graph_displacement(t, rel, id[IN_PS], id[IN_PD]);
+    parts[np++] = a[IN_PS]->dtype == dt ? d : tg_cast(t, d, dt);
+  }
+  if (a[IN_U]) parts[np++] = tg_graph_gather(t, rel, id[IN_U], TG_GRAPH_SOURCE);
+  if (a[IN_V]) parts[np++] = tg_graph_gather(t, rel, id[IN_V], TG_GRAPH_DEST);
+  if (a[IN_FE]) parts[np++] = id[IN_FE];
+  tg_id x = np == 1 ? parts[0] : tg_concat(t, np, parts);
+  tg_id z = tg_leaky_relu(t, tg_linear(t, x, id[IN_W1], a[IN_B1] ? id[IN_B1] : TG_ABSENT), es->g->slope);
+  tg_id s = tg_linear(t, z, id[IN_W2], a[IN_B2] ? id[IN_B2] : TG_ABSENT);
+  tg_id out = tg_graph_attend(t, rel, s, id[IN_VALUES], o);
+  t->provider = prev;
+  return out;
+}
+
+tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src, tg_id x_dst,
+                        tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
+                        const tg_graph_attention_options *opts_in) {
+  static const char *const name = "tg_edge_attention";
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  const char *why = opts_in ? tgi_opts_copy(&o, sizeof o, opts_in) : NULL;
+  if (!why && o.lse_out) *o.lse_out = TG_NO_ID;
+  if (!tgi_op_begin(t, name)) return TG_NO_ID;
+  if (why)
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "argument 'opts' (tg_graph_attention_options): %s", why), TG_NO_ID;
+
+  /* arguments in node-input order (x_src / x_dst sit where U / V go) */
+  const tg_id id[N_IN] = {x_src, x_dst, pos_src, pos_dst, edge_feat, values, w1, b1, w2, b2};
+  const bool optional[N_IN] = {true, true, true, true, true, false, false, true, false, true};
+  tgi_value *a[N_IN] = {NULL};
+  const int order[N_IN] = {IN_PS, IN_PD, IN_U, IN_V, IN_FE, IN_VALUES, IN_W1, IN_B1, IN_W2, IN_B2};
+  for (int q = 0; q < N_IN; q++) {
+    int k = order[q];
+    bool ok = true;
+    a[k] = optional[k] ? tgi_arg_opt(t, ARG[k], id[k], &ok) : tgi_arg(t, ARG[k], id[k]);
+    if (!ok || (!optional[k] && !a[k])) return TG_NO_ID;
+  }
+  graph_state *st = tgi_graph_begin(t, rel);
+  ea_state *es = st ? tgi_scratch_h(t, sizeof *es) : NULL;
+  if (!es) return TG_NO_ID;
+  memset(es, 0, sizeof *es);
+  es->g = st;
+  if (!check_shapes(t, es, a)) return TG_NO_ID;
+
+  /* options */
+  if (!(isfinite(o.negative_slope) && o.negative_slope >= 0))
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT, "option 'negative_slope' is %g; expected a finite number >= 0",
+                    o.negative_slope),
+           TG_NO_ID;
+  if (!(o.dropout_keep > 0 && o.dropout_keep <= 1)) /* also rejects NaN */
+    return tgi_fail(t, TG_ERR_INVALID_ARGUMENT,
+                    "option 'dropout_keep' is %g; expected a keep probability in (0, 1], 1 for no dropout",
+                    o.dropout_keep),
+           TG_NO_ID;
+  st->slope = o.negative_slope;
+
+  /* provider and dtypes */
+  tg_provider p = tgi_pick(t, TGI_HOST_AND_CUDA);
+  if (!p || !check_dtypes(t, p, a)) return TG_NO_ID;
+  const tg_dtype dt = (tg_dtype)a[IN_VALUES]->dtype;
+  if (p == TG_PROVIDER_CUDA_FUSED) {
+    const char *no = fused_unsupported(es, dt);
+    if (no && t->provider == TG_PROVIDER_AUTO)
+      p = TG_PROVIDER_CUDA_COMPOSED;
+    else if (no)
+      return tgi_fail(t, TG_ERR_UNSUPPORTED,
+                      "provider CUDA_FUSED cannot run this call: %s (CUDA_COMPOSED takes any size)", no),
+             TG_NO_ID;
+  }
+  char rs[160];
+  if (p == TG_PROVIDER_CUDA_COMPOSED && st->E == 0)
+    return tgi_fail(t, TG_ERR_SHAPE,
+                    "argument 'rel' is a %s; provider CUDA_COMPOSED records per-edge tensors [E, ...], which cannot "
+                    "be empty (HOST and CUDA_FUSED take a relation without edges)",
+                    tgi_graph_rel_str(st, rs, sizeof rs)),
+           TG_NO_ID;
+  if (p == TG_PROVIDER_CUDA_COMPOSED) return composed(t, es, id, dt, a, &o);
+
+  /* every check passed: take the dropout stream (in no-grad mode too; the dropout is off there) */
+  if (o.dropout_keep < 1) {
+    st->seed = t->seed, st->call = t->rng_calls++;
+    if (t->grad_enabled) st->keep = o.dropout_keep;
+  }
+  /* the per-node feature products, recorded under the tape's provider */
+  const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
+  tg_id U = a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
+  tg_id V = a[IN_V] ? tg_matmul(t, x_dst, w1_rows(t, w1, din, es->dim + es->Fs, es->Fd, es->hid)) : TG_ABSENT;
+  if (t->status) return TG_NO_ID;
+  t->cur_op = name; /* the sub-ops named themselves */
+  if (a[IN_U] && !(a[IN_U] = tgi_arg(t, "x_src . w1_src", U))) return TG_NO_ID;
+  if (a[IN_V] && !(a[IN_V] = tgi_arg(t, "x_dst . w1_dst", V))) return TG_NO_ID;
+
+  tgi_value *in[N_IN];
+  uint32_t nin = 0;
+  for (int k = 0; k < N_IN; k++) {
+    es->slot[k] = (int8_t)(a[k] ? (int)nin : -1);
+    if (a[k]) in[nin++] = a[k];
+  }
+  int64_t oshape[3] = {st->Nq, st->H, st->F}, lshape[2] = {st->H, st->Nq}, nl = st->H * st->Nq;
+  tgi_value *out = tgi_result(t, dt, 3, oshape);
+  tgi_value *lse = out && o.lse_out ? tgi_result(t, TG_F32, 2, lshape) : NULL;
+  if (!out || (o.lse_out && !lse)) return TG_NO_ID;
+  const bool grad = tgi_needs_grad(t, nin, in);
+  const size_t z = dt_size(dt);
+  void *saved = NULL;
+  size_t saved_bytes = 0;
+  ea_ptrs ptr;
+  memset(&ptr, 0, sizeof ptr);
+  if (p == TG_PROVIDER_HOST) {
+    host_graph g;
+    for (int k = 0; k < N_IN; k++)
+      if (a[k] && !(ptr.in[k] = tgi_read_h(t, a[k]))) return TG_NO_ID;
+    void *po = tgi_write_h(t, out);
+    double *pl = tgi_scratch_h(t, (size_t)nl * sizeof *pl);
+    float *plo = lse ? tgi_write_h(t, lse) : NULL;
+    if (!po || !pl || (lse && !plo) || !tgi_graph_host(t, st, &g)) return TG_NO_ID;
+    host_edge_attn ha = host_attn(es);
+    host_edge_inputs hi = host_inputs(es, &ptr, dt);
+    tg_status s = host_edge_attention_forward(dt, a[IN_PS] ? (tg_dtype)a[IN_PS]->dtype : dt, &g, &ha, &hi, po, pl);
+    if (s) return tgi_fail(t, s, "out of host memory for edge attention scratch"), TG_NO_ID;
+    for (int64_t k = 0; plo && k < nl; k++)
+      plo[k] = (float)pl[k];
+    saved = pl, saved_bytes = (size_t)nl * sizeof *pl;
+  } else {
+#ifdef TIGA_HAVE_CUDA
+    tgc_csr cg;
+    for (int k = 0; k < N_IN; k++)
+      if (a[k] && !(ptr.in[k] = tgi_read_d(t, a[k]))) return TG_NO_ID;
+    void *po = tgi_write_d(t, out);
+    float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nl * sizeof *pl);
+    if (!po || !pl || !tgi_rel_dev_csr(t, st->rel, false, &cg)) return TG_NO_ID;
+    const char *pw1 = ptr.in[IN_W1];
+    tgc_edge_inputs di = {.U = ptr.in[IN_U],
+                          .V = ptr.in[IN_V],
+                          .ps = ptr.in[IN_PS],
+                          .pd = ptr.in[IN_PD],
+                          .fe = ptr.in[IN_FE],
+                          .values = ptr.in[IN_VALUES],
+                          .wp = es->dim ? pw1 + off_wp(es) * z : NULL,
+                          .we = es->Fe ? pw1 + off_we(es) * z : NULL,
+                          .b1 = ptr.in[IN_B1],
+                          .w2 = ptr.in[IN_W2],
+                          .b2 = ptr.in[IN_B2]};
+    tgc_edge_attn da = dev_attn(es, dt);
+    tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);
+    if (s) return tgi_fail_cuda(t, s, "fused edge attention forward"), TG_NO_ID;
+    saved = pl, saved_bytes = (size_t)nl * sizeof *pl;
+#else
+    (void)z;
+#endif
+  }
+  tgi_value *outs[2] = {out, lse};
+  tgi_node *n = tgi_record(t, &cap_ea[p != TG_PROVIDER_HOST], nin, in, lse ? 2 : 1, outs);
+  if (n) {
+    n->aux = es;
+    tgi_rel_hold(n, st->rel);
+    if (grad) {
+      n->saved = saved;
+      n->saved_bytes = saved_bytes;
+      n->saved_on = p == TG_PROVIDER_HOST ? TGI_ON_HOST : TGI_ON_DEV;
+    }
+  }
+  if (lse) lse->requires_grad = false; /* the gradient flows through out only */
+  if (o.lse_out && t->status == TG_OK) *o.lse_out = tgi_id_of(t, lse);
+  return tgi_done(t, out);
+}
