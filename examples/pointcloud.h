@@ -1,0 +1,93 @@
+/*
+ * pointcloud.h — a point-cloud regression with two edge-MLP attention layers (seed 000's GAT with a
+ * learned edge score, tg_edge_attention) on a radius graph; bench/pointcloud_torch.py is the same
+ * model in PyTorch.
+ *
+ * Data (all from the seed; tg_init_fill's Philox streams, so every runtime sees the same numbers):
+ *   p   [N, 3]  points uniform in the unit cube [0, 1)^3 (f32)
+ *   r          cutoff with N (4/3) pi r^3 = degree (expected neighbours, borders ignored; the mean
+ *               degree is a little lower: about 5.8 at N 512 for degree 7)
+ *   graph       tg_relation_radius(p, r): i <- j for j != i with |p_j - p_i|^2 <= r^2, no self loops
+ *   x   [N, f_in] features, standard normal, independent of p (f_in 8)
+ *   target [N, 3]: a Gaussian-kernel average of the first three features over the neighbours,
+ *         t_i = sum_{j -> i} w_ij x_j[0:3],  w_ij = softmax_j(-kappa |p_j - p_i|^2 / r^2), kappa 4
+ *       (computed in double on the host; 0 for a point without neighbours). It depends on the
+ *       neighbourhood geometry only through the weights, so a model must learn the score from the
+ *       displacement to fit it; it is an exact function of the inputs, so the loss floor is 0.
+ * Model (hidden d = 64, H = 4 heads of F = d / H; ELU between layers):
+ *   q = p / r                                               geometry in units of the cutoff
+ *   layer l = 1, 2 on h (h_0 = x, width d_0 = f_in, d_1 = d):
+ *     v    = h Wv_l                                          [N, H, F]
+ *     a    = tg_edge_attention(graph, q, q, h, h, -, v, W1_l [3 + 2 d_l, d], b1_l, W2_l [d, H], b2_l)
+ *     h'   = ELU(a [N, d] + h Ws_l + bs_l)                   (the skip carries the node's own h)
+ *   y = h_2 Wo + bo  [N, 3];  loss = mean((y - target)^2)
+ * Gradients reach p (input with requires-grad), x (likewise) and every weight; Adam (PyTorch's).
+ * freeze_score: W1, b1, W2, b2 of both layers stay at their initial values (recorded as inputs
+ * without gradient each step, so Adam never sees them); the rest trains.
+ * dtype bf16 (CUDA): the weights and Adam stay f32; the attention op runs on bf16 copies of its
+ * inputs (positions f32) and its output is cast back to f32; everything else is f32.
+ *
+ * Functions that can fail return 0, else -1 with a message in err (PC_ERR bytes).
+ */
+#ifndef POINTCLOUD_H
+#define POINTCLOUD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tiga.h"
+
+#define PC_ERR 1024
+
+typedef struct pc_config {
+  int64_t n;     /* points */
+  double degree; /* expected neighbours, sets the cutoff (7) */
+  int f_in, hidden, heads;
+  double kappa;          /* kernel sharpness of the target (4) */
+  double lr;             /* Adam */
+  int freeze_score;      /* keep W1, b1, W2, b2 at init */
+  tg_provider attention; /* provider of the tg_edge_attention nodes (AUTO: the tape's) */
+  tg_dtype dtype;        /* F32, or BF16 (the attention op only; CUDA) */
+  uint64_t seed;         /* data and weights */
+  int profile;           /* nonzero: drain the device between phases, add times to phase_s */
+} pc_config;
+void pc_config_default(pc_config *c);
+
+typedef struct pc_data {
+  int64_t n, f_in, edges;
+  double cutoff;
+  float *pos;    /* [n, 3] */
+  float *x;      /* [n, f_in] */
+  float *target; /* [n, 3] */
+  tg_relation *graph;
+} pc_data;
+
+/* Points, graph (on rt), features and target of cfg. */
+int pc_data_init(pc_data *d, tg_runtime *rt, const pc_config *cfg, char *err);
+void pc_data_free(pc_data *d);
+
+enum { PC_W1, PC_B1, PC_W2, PC_B2, PC_WV, PC_WS, PC_BS, PC_PER_LAYER };
+#define PC_PARAMS (2 * PC_PER_LAYER + 2) /* two layers, then Wo, bo */
+
+typedef struct pc_model {
+  pc_config cfg;
+  const pc_data *data;
+  tg_runtime *rt;
+  tg_tape *tape;
+  tg_id param[PC_PARAMS];   /* parameter ids; TG_NO_ID for a frozen score weight */
+  float *frozen[PC_PARAMS]; /* host values of the frozen score weights (NULL otherwise) */
+  int64_t shape[PC_PARAMS][2];
+  tg_id pos, x; /* this step's position and feature inputs (after pc_train_step) */
+  uint64_t steps;
+  double phase_s[3]; /* cfg.profile: forward, backward, Adam */
+} pc_model;
+
+int pc_model_init(pc_model *m, tg_runtime *rt, const pc_config *cfg, const pc_data *d, char *err);
+void pc_model_free(pc_model *m);
+/* Records the forward on m->tape (reset by the caller) and returns the scalar loss. */
+tg_id pc_loss(pc_model *m);
+/* Reset, forward, backward, Adam; *loss (may be NULL) receives the loss before the update. */
+int pc_train_step(pc_model *m, double *loss, char *err);
+/* L2 norms of the last step's gradients of the positions and of the features (after a step). */
+int pc_input_grad_norms(pc_model *m, double *pos_norm, double *x_norm, char *err);
+#endif
