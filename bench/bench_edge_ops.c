@@ -127,13 +127,13 @@ static void setup(work *w, tg_tape *t, size_t *leaf_bytes) {
 static int step(work *w, tg_tape *t) {
   int64_t s3[3] = {w->g->n, w->H, w->fin / w->H};
   const tg_id *id = w->ids;
-  tg_provider prev;
+  tg_id v = tg_reshape(t, id[X], 3, s3), go = tg_reshape(t, id[GO], 3, s3);
+  tg_provider prev; /* only the attention node under the provider asked for */
   tg_tape_set_provider(t, w->provider, &prev);
-  tg_id v = tg_reshape(t, id[X], 3, s3);
   w->out =
       tg_edge_attention(t, w->rel, id[POS], id[POS], id[X], id[X], TG_ABSENT, v, id[W1], id[B1], id[W2], id[B2], NULL);
   tg_tape_set_provider(t, prev, NULL);
-  if (tg_tape_status(t) || tg_tape_backward_with(t, w->out, tg_reshape(t, id[GO], 3, s3))) {
+  if (tg_tape_status(t) || tg_tape_backward_with(t, w->out, go)) {
     printf("FAIL H=%d f_in=%d hidden=%d provider %s: %s\n", w->H, w->fin, w->hid, tg_provider_name(w->provider),
            tg_tape_error(t));
     return -1;

@@ -197,15 +197,16 @@ static tg_id layer(pc_model *m, int l, tg_id q, tg_id h) {
   const int64_t n = m->data->n, dh = m->cfg.hidden, H = m->cfg.heads;
   const int b = l * PC_PER_LAYER;
   int64_t s3[3] = {n, H, dh / H}, s2[2] = {n, dh};
-  tg_id v = tg_reshape(t, tg_linear(t, h, m->param[b + PC_WV], TG_ABSENT), 3, s3);
-  tg_id hc = to_dtype(m, h);
+  tg_id v = to_dtype(m, tg_reshape(t, tg_linear(t, h, m->param[b + PC_WV], TG_ABSENT), 3, s3));
+  tg_id hc = to_dtype(m, h), w[4];
+  for (int k = 0; k < 4; k++) /* W1, b1, W2, b2 */
+    w[k] = to_dtype(m, weight(m, b + PC_W1 + k));
+  /* only the attention node under cfg.attention (the other ops keep the tape's provider) */
   tg_graph_attention_options o;
   tg_graph_attention_options_init(&o);
   tg_provider prev;
   tg_tape_set_provider(t, m->cfg.attention, &prev);
-  tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, to_dtype(m, v),
-                              to_dtype(m, weight(m, b + PC_W1)), to_dtype(m, weight(m, b + PC_B1)),
-                              to_dtype(m, weight(m, b + PC_W2)), to_dtype(m, weight(m, b + PC_B2)), &o);
+  tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, v, w[0], w[1], w[2], w[3], &o);
   tg_tape_set_provider(t, prev, NULL);
   if (m->cfg.dtype != TG_F32) a = tg_cast(t, a, TG_F32);
   tg_id skip = tg_linear(t, h, m->param[b + PC_WS], m->param[b + PC_BS]);
