@@ -16,7 +16,9 @@
  * and then frozen (--freeze-score), and fail unless frozen final loss >= R * trained final loss.
  * Timing, as train_gat: the median over the steps after the first 10 (all steps when there are
  * fewer than 20) of the wall time of one step (forward, backward, Adam, the loss read back and the
- * upload of positions, features and target), the device synchronised at its start and end.
+ * upload of positions, features and target), the device synchronised at its start and end. Peak:
+ * tg_runtime_memory's peak during the last step minus the bytes held before it (pointcloud_torch.py's
+ * rule: parameters, Adam state and the graph are not counted).
  * Exit: 0, 1 (failure or a failed check), 2 (usage).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -168,7 +170,7 @@ static void write_svg(const char *path, const double *loss, int n, const char *t
 }
 
 typedef struct result {
-  double first, final, pos_grad, x_grad, step_ms;
+  double first, final, pos_grad, x_grad, step_ms, peak_mib;
   int timed;
 } result;
 
@@ -184,7 +186,9 @@ static int train(const opts *o, tg_runtime *rt, const pc_data *d, int freeze, re
   if (csv) fprintf(csv, "step,loss,step_ms\n");
   int rc = 0, nt = 0, skip = o->steps >= 20 ? 10 : 0;
   for (int s = 0; s < o->steps; s++) {
+    size_t before = 0, peak = 0;
     tg_runtime_sync(rt);
+    if (s == o->steps - 1) tg_runtime_memory(rt, &before, NULL), tg_runtime_reset_peak(rt);
     double t0 = now_s();
     if (pc_train_step(&m, &loss[s], err)) {
       fprintf(stderr, "train_pointcloud: step %d: %s\n", s, err);
@@ -193,6 +197,8 @@ static int train(const opts *o, tg_runtime *rt, const pc_data *d, int freeze, re
     }
     tg_runtime_sync(rt);
     double dt = now_s() - t0;
+    if (s == o->steps - 1)
+      tg_runtime_memory(rt, NULL, &peak), r->peak_mib = ((double)peak - (double)before) / 1048576.0;
     if (s >= skip) ts[nt++] = dt;
     if (csv) fprintf(csv, "%d,%.6g,%.4f\n", s, loss[s], 1e3 * dt);
     if (!isfinite(loss[s])) {
@@ -273,8 +279,9 @@ int main(int argc, char **argv) {
            o.cfg.freeze_score ? " [score frozen]" : "");
     printf("gradient norms (last step): positions %.4g, features %.4g\n", r.pos_grad, r.x_grad);
     if (r.timed)
-      printf("training step: median %.3f ms over %d steps (forward, backward, Adam; synchronised)\n", r.step_ms,
-             r.timed);
+      printf("training step: median %.3f ms over %d steps (forward, backward, Adam; synchronised); peak %.1f MiB "
+             "above the memory held before the last step\n",
+             r.step_ms, r.timed, r.peak_mib);
     if (o.expect_drop > 0) {
       int ok = r.final <= o.expect_drop * r.first;
       printf("%s expect-drop: final %.6f %s %g x first %.6f\n", ok ? "ok" : "FAIL", r.final, ok ? "<=" : ">",
