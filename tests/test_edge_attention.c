@@ -1,0 +1,599 @@
+/* tg_edge_attention: HOST against a float64 reference written here that evaluates the whole score
+ * MLP per edge from the concatenated input [pos_src[j] - pos_dst[i] | x_src[j] | x_dst[i] | f_e]
+ * (not through the U / V decomposition the op uses), on graphs built here with empty rows and a
+ * hub row; gradcheck in f64 for every input; f32 against f64; attention dropout against tiga.h's
+ * rule; a square graph with the same value passed twice; lse_out; errors; explain. Then the CUDA
+ * providers (FUSED, COMPOSED) against HOST f64 (these skip without a GPU). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "support.h"
+#include "../host/philox.h"
+#include "ops/relation.h" /* struct tg_tape (rng_calls) for the "nothing changed on failure" checks */
+
+enum { PS, PD, XS, XD, FE, VAL, W1, B1, W2, B2, NARG };
+static const char *const NAMES[NARG] = {"pos_src", "pos_dst", "x_src", "x_dst", "edge_feat",
+                                        "values",  "w1",      "b1",    "w2",    "b2"};
+
+/* ------------------------------------------------------------ graphs */
+
+typedef struct ea_graph {
+  int64_t nq, nk, E;
+  int64_t *rp;
+  int32_t *ci;
+} ea_graph;
+
+/* Random graph, sources ascending per row: row 0 and row nq / 2 have no edge, row 1 is a hub
+ * (every source); the others take each source with probability `density`. */
+static ea_graph graph_random(int64_t nq, int64_t nk, double density, uint64_t seed) {
+  ea_graph g = {nq, nk, 0, malloc((size_t)(nq + 1) * sizeof(int64_t)), malloc((size_t)(nq * nk + 1) * sizeof(int32_t))};
+  uint64_t s = seed;
+  for (int64_t i = 0; i < nq; i++) {
+    g.rp[i] = g.E;
+    if (i == 0 || (nq > 2 && i == nq / 2)) continue;
+    for (int64_t j = 0; j < nk; j++)
+      if (i == 1 || (double)(ts_next(&s) >> 11) / 9007199254740992.0 < density) g.ci[g.E++] = (int32_t)j;
+  }
+  g.rp[nq] = g.E;
+  return g;
+}
+static void graph_free(ea_graph *g) { free(g->rp), free(g->ci); }
+
+static tg_relation *graph_rel(tg_runtime *rt, const ea_graph *g) {
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_csr(rt, g->nq, g->nk, g->rp, (size_t)(g->nq + 1) * sizeof(int64_t), g->ci,
+                               (size_t)(g->E > 0 ? g->E : 0) * sizeof(int32_t), &r),
+               TG_OK, "%s", tg_runtime_error(rt));
+  return r;
+}
+
+/* ------------------------------------------------------------ cases and data */
+
+typedef struct ea_case {
+  int dim;
+  int64_t Fs, Fd, Fe, hid, H, F;
+  int b1, b2; /* biases present */
+  int self;   /* square graph, x_src == x_dst and pos_src == pos_dst (the same ids); Fd = Fs */
+  double keep, slope;
+} ea_case;
+
+static int64_t din_of(const ea_case *c) { return c->dim + c->Fs + c->Fd + c->Fe; }
+
+typedef struct ea_data {
+  int64_t cnt[NARG + 1]; /* [NARG]: the output (and R) */
+  double *in[NARG + 1];  /* in[NARG] = R, the output weights */
+  int nd[NARG + 1];
+  int64_t sh[NARG + 1][3];
+} ea_data;
+
+static int present(const ea_case *c, int k) {
+  switch (k) {
+  case PS:
+  case PD: return c->dim > 0;
+  case XS: return c->Fs > 0;
+  case XD: return c->Fd > 0;
+  case FE: return c->Fe > 0;
+  case B1: return c->b1;
+  case B2: return c->b2;
+  default: return 1;
+  }
+}
+
+static void data_init(ea_data *d, const ea_case *c, const ea_graph *g, uint64_t seed) {
+  const int64_t s[NARG + 1][3] = {
+      {g->nk, c->dim},     {g->nq, c->dim}, {g->nk, c->Fs}, {g->nq, c->Fd}, {g->E, c->Fe},      {g->nk, c->H, c->F},
+      {din_of(c), c->hid}, {c->hid},        {c->hid, c->H}, {c->H},         {g->nq, c->H, c->F}};
+  const int nd[NARG + 1] = {2, 2, 2, 2, 2, 3, 2, 1, 2, 1, 3};
+  for (int k = 0; k <= NARG; k++) {
+    d->nd[k] = nd[k];
+    d->cnt[k] = 1;
+    for (int q = 0; q < nd[k]; q++)
+      d->sh[k][q] = s[k][q], d->cnt[k] *= s[k][q];
+    d->in[k] = NULL;
+    if (k < NARG && !present(c, k)) continue;
+    d->in[k] = malloc((size_t)(d->cnt[k] > 0 ? d->cnt[k] : 1) * sizeof(double));
+    double amp = k == W1 ? 1.0 / sqrt((double)din_of(c)) : k == W2 ? 1.0 / sqrt((double)c->hid) : 1.0;
+    ts_uniform(d->in[k], (size_t)d->cnt[k], seed + 7919 * (uint64_t)k, -amp, amp);
+  }
+  if (c->self) { /* the same value twice */
+    memcpy(d->in[PD], d->in[PS], (size_t)d->cnt[PS] * sizeof(double));
+    if (c->Fs) memcpy(d->in[XD], d->in[XS], (size_t)d->cnt[XS] * sizeof(double));
+  }
+}
+static void data_free(ea_data *d) {
+  for (int k = 0; k <= NARG; k++)
+    free(d->in[k]);
+}
+
+/* ------------------------------------------------------------ reference (float64) */
+
+/* tiga.h's attention dropout rule, B = 1: R = h * Nq + i, key j. */
+static int rule_kept(uint64_t seed, uint64_t call, double keep, uint64_t R, uint64_t j, uint64_t Nk) {
+  uint32_t w[4];
+  tg_philox4x32(seed, (R / 2) * ((Nk + 1) / 2) + j / 2, call | (1ull << 63), w);
+  return (double)w[2 * (R % 2) + j % 2] < keep * 4294967296.0;
+}
+static double ref_w(const ea_case *c, const ea_graph *g, uint64_t seed, uint64_t call, int64_t h, int64_t i,
+                    int64_t j) {
+  if (c->keep >= 1) return 1;
+  return rule_kept(seed, call, c->keep, (uint64_t)(h * g->nq + i), (uint64_t)j, (uint64_t)g->nk) ? 1 / c->keep : 0;
+}
+
+/* in_e (Din) of edge e = (j -> i). */
+static void ref_in(const ea_case *c, const ea_data *d, int64_t e, int64_t i, int64_t j, double *x) {
+  int64_t r = 0;
+  for (int q = 0; q < c->dim; q++)
+    x[r++] = d->in[PS][j * c->dim + q] - d->in[PD][i * c->dim + q];
+  for (int64_t q = 0; q < c->Fs; q++)
+    x[r++] = d->in[XS][j * c->Fs + q];
+  for (int64_t q = 0; q < c->Fd; q++)
+    x[r++] = d->in[XD][i * c->Fd + q];
+  for (int64_t q = 0; q < c->Fe; q++)
+    x[r++] = d->in[FE][e * c->Fe + q];
+}
+
+/* Forward (y [Nq, H, F], lse [H, Nq]) and, with gy, the gradients g[k] (zeroed here) of loss =
+ * sum(y * gy). The square case's shared values get the sum of both gradients in g[PS] / g[XS]. */
+static void ref_run(const ea_case *c, const ea_graph *g, const ea_data *d, uint64_t seed, uint64_t call, double *y,
+                    double *lse, const double *gy, double **gr) {
+  const int64_t H = c->H, F = c->F, hid = c->hid, Din = din_of(c);
+  const double *w1 = d->in[W1], *w2 = d->in[W2];
+  double *x = malloc((size_t)Din * sizeof *x), *a = malloc((size_t)(g->E * hid + 1) * sizeof *a);
+  double *z = malloc((size_t)(g->E * hid + 1) * sizeof *z), *s = malloc((size_t)(g->E * H + 1) * sizeof *s);
+  double *ds = calloc((size_t)(g->E * H + 1), sizeof *ds), *da = malloc((size_t)hid * sizeof *da);
+  double *dx = malloc((size_t)Din * sizeof *dx);
+  for (int k = 0; gr && k < NARG; k++)
+    if (gr[k]) memset(gr[k], 0, (size_t)d->cnt[k] * sizeof(double));
+  for (int64_t i = 0; i < g->nq; i++)
+    for (int64_t e = g->rp[i]; e < g->rp[i + 1]; e++) {
+      ref_in(c, d, e, i, g->ci[e], x);
+      for (int64_t k = 0; k < hid; k++) {
+        double v = c->b1 ? d->in[B1][k] : 0;
+        for (int64_t r = 0; r < Din; r++)
+          v += x[r] * w1[r * hid + k];
+        a[e * hid + k] = v, z[e * hid + k] = v > 0 ? v : c->slope * v;
+      }
+      for (int64_t h = 0; h < H; h++) {
+        double v = c->b2 ? d->in[B2][h] : 0;
+        for (int64_t k = 0; k < hid; k++)
+          v += z[e * hid + k] * w2[k * H + h];
+        s[e * H + h] = v;
+      }
+    }
+  memset(y, 0, (size_t)(g->nq * H * F) * sizeof *y);
+  for (int64_t i = 0; i < g->nq; i++)
+    for (int64_t h = 0; h < H; h++) {
+      const int64_t b = g->rp[i], n = g->rp[i + 1] - b;
+      double m = -INFINITY, l = 0;
+      for (int64_t e = b; e < b + n; e++)
+        m = fmax(m, s[e * H + h]);
+      for (int64_t e = b; e < b + n; e++)
+        l += exp(s[e * H + h] - m);
+      const double L = n ? m + log(l) : -INFINITY;
+      if (lse) lse[h * g->nq + i] = L;
+      double D = 0;
+      for (int64_t e = b; e < b + n; e++) {
+        const int64_t j = g->ci[e];
+        const double pw = exp(s[e * H + h] - L) * ref_w(c, g, seed, call, h, i, j);
+        for (int64_t f = 0; f < F; f++)
+          y[(i * H + h) * F + f] += pw * d->in[VAL][(j * H + h) * F + f];
+      }
+      if (!gy) continue;
+      for (int64_t f = 0; f < F; f++)
+        D += gy[(i * H + h) * F + f] * y[(i * H + h) * F + f];
+      for (int64_t e = b; e < b + n; e++) {
+        const int64_t j = g->ci[e];
+        const double p = exp(s[e * H + h] - L), w = ref_w(c, g, seed, call, h, i, j);
+        double dot = 0;
+        for (int64_t f = 0; f < F; f++) {
+          dot += gy[(i * H + h) * F + f] * d->in[VAL][(j * H + h) * F + f];
+          gr[VAL][(j * H + h) * F + f] += p * w * gy[(i * H + h) * F + f];
+        }
+        ds[e * H + h] = p * (w * dot - D);
+      }
+    }
+  for (int64_t i = 0; gy && i < g->nq; i++)
+    for (int64_t e = g->rp[i]; e < g->rp[i + 1]; e++) {
+      const int64_t j = g->ci[e];
+      ref_in(c, d, e, i, j, x);
+      for (int64_t k = 0; k < hid; k++) {
+        double dz = 0;
+        for (int64_t h = 0; h < H; h++) {
+          dz += ds[e * H + h] * w2[k * H + h];
+          gr[W2][k * H + h] += z[e * hid + k] * ds[e * H + h];
+        }
+        da[k] = dz * (a[e * hid + k] > 0 ? 1 : c->slope);
+        if (c->b1) gr[B1][k] += da[k];
+      }
+      for (int64_t h = 0; c->b2 && h < H; h++)
+        gr[B2][h] += ds[e * H + h];
+      for (int64_t r = 0; r < Din; r++) {
+        dx[r] = 0;
+        for (int64_t k = 0; k < hid; k++) {
+          dx[r] += w1[r * hid + k] * da[k];
+          gr[W1][r * hid + k] += x[r] * da[k];
+        }
+      }
+      int64_t r = 0;
+      double *gpd = c->self ? gr[PS] : gr[PD], *gxd = c->self ? gr[XS] : gr[XD];
+      for (int q = 0; q < c->dim; q++, r++)
+        gr[PS][j * c->dim + q] += dx[r], gpd[i * c->dim + q] -= dx[r];
+      for (int64_t q = 0; q < c->Fs; q++, r++)
+        gr[XS][j * c->Fs + q] += dx[r];
+      for (int64_t q = 0; q < c->Fd; q++, r++)
+        gxd[i * c->Fd + q] += dx[r];
+      for (int64_t q = 0; q < c->Fe; q++, r++)
+        gr[FE][e * c->Fe + q] += dx[r];
+    }
+  free(x), free(a), free(z), free(s), free(ds), free(da), free(dx);
+}
+
+/* ------------------------------------------------------------ running the op on a tape */
+
+typedef struct ea_cfg {
+  tg_provider prov;
+  tg_dtype dt, pdt; /* features / weights (f16 / bf16: f32 leaves cast on the tape), positions */
+  uint64_t seed;    /* tape seed (dropout) */
+  int grad;         /* run backward from sum(y * R) */
+} ea_cfg;
+
+typedef struct ea_run {
+  double *y, *lse, *g[NARG];
+} ea_run;
+
+static void run_free(ea_run *r) {
+  free(r->y), free(r->lse);
+  for (int k = 0; k < NARG; k++)
+    free(r->g[k]);
+  memset(r, 0, sizeof *r);
+}
+
+static tg_graph_attention_options opts_of(const ea_case *c, tg_id *lse) {
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  o.dropout_keep = c->keep > 0 ? c->keep : 1;
+  o.negative_slope = c->slope;
+  o.lse_out = lse;
+  return o;
+}
+
+/* Leaves for the present arguments (ids[k] TG_ABSENT otherwise; the square case shares ids). */
+static void make_leaves(tg_tape *t, const ea_cfg *f, const ea_case *c, const ea_data *d, tg_id *leaf, tg_id *arg) {
+  for (int k = 0; k < NARG; k++) {
+    leaf[k] = arg[k] = TG_ABSENT;
+    if (!d->in[k]) continue;
+    if (c->self && (k == PD || k == XD)) {
+      leaf[k] = TG_ABSENT, arg[k] = arg[k == PD ? PS : XS];
+      continue;
+    }
+    tg_dtype ldt = k == PS || k == PD ? f->pdt : f->dt == TG_F64 ? TG_F64 : TG_F32;
+    void *buf = ts_convert(d->in[k], (size_t)d->cnt[k], ldt);
+    leaf[k] = ts_input(t, ldt, d->nd[k], d->sh[k], buf, TG_REQUIRES_GRAD);
+    free(buf);
+    arg[k] = ldt == f->dt || k == PS || k == PD ? leaf[k] : tg_cast(t, leaf[k], f->dt);
+  }
+}
+
+static tg_id call_op(tg_tape *t, const tg_relation *rel, const tg_id *a, const tg_graph_attention_options *o) {
+  return tg_edge_attention(t, rel, a[PS], a[PD], a[XS], a[XD], a[FE], a[VAL], a[W1], a[B1], a[W2], a[B2], o);
+}
+
+static void run_tape(tg_runtime *rt, const ea_cfg *f, const ea_case *c, const ea_graph *g, const ea_data *d,
+                     ea_run *r) {
+  memset(r, 0, sizeof *r);
+  tg_tape *t = ts_tape(rt);
+  tg_relation *rel = graph_rel(rt, g);
+  tg_tape_set_provider(t, f->prov, NULL);
+  tg_tape_set_seed(t, f->seed);
+  tg_id leaf[NARG], arg[NARG], lse = TG_NO_ID;
+  make_leaves(t, f, c, d, leaf, arg);
+  tg_graph_attention_options o = opts_of(c, &lse);
+  tg_id y = call_op(t, rel, arg, &o);
+  cr_assert_neq(y, TG_NO_ID, "tg_edge_attention (%s, %s): %s", tg_provider_name(f->prov), tg_dtype_name(f->dt),
+                tg_tape_error(t));
+  cr_assert_neq(lse, TG_NO_ID, "lse_out was not written");
+  const int64_t ny = d->cnt[NARG], nl = c->H * g->nq;
+  tg_id y32 = f->dt == TG_F32 || f->dt == TG_F64 ? y : tg_cast(t, y, TG_F32);
+  r->y = malloc((size_t)ny * sizeof(double)), r->lse = malloc((size_t)nl * sizeof(double));
+  ts_read(t, y32, r->y, ny);
+  ts_read(t, lse, r->lse, nl);
+  if (f->grad) {
+    tg_dtype rdt = f->dt == TG_F64 ? TG_F64 : TG_F32;
+    void *rb = ts_convert(d->in[NARG], (size_t)ny, rdt);
+    tg_id R = ts_input(t, rdt, 3, d->sh[NARG], rb, 0);
+    free(rb);
+    tg_id loss = tg_sum(t, tg_mul(t, y32, R));
+    cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "backward: %s", tg_tape_error(t));
+    for (int k = 0; k < NARG; k++) {
+      if (leaf[k] == TG_ABSENT) continue;
+      r->g[k] = malloc((size_t)(d->cnt[k] > 0 ? d->cnt[k] : 1) * sizeof(double));
+      ts_read_grad(t, leaf[k], r->g[k], d->cnt[k]);
+    }
+  }
+  tg_tape_destroy(t);
+  tg_relation_destroy(rel);
+}
+
+/* max |a - b| <= atol * max(max|b|, floor) + rtol |b| (atol relative to the scale of b). */
+static void expect_close_floor(const char *what, const char *name, const double *a, const double *b, int64_t n,
+                               double rtol, double atol, double floor) {
+  double scale = floor;
+  for (int64_t i = 0; i < n; i++)
+    scale = fmax(scale, fabs(b[i]));
+  double r = ts_close_ratio(a, b, (size_t)n, atol * (scale > 0 ? scale : 1), rtol);
+  cr_expect(r <= 1, "%s: %s off by %.3g x tolerance (scale %.3g)", what, name, r, scale);
+}
+static void expect_close(const char *what, const char *name, const double *a, const double *b, int64_t n, double rtol,
+                         double atol) {
+  expect_close_floor(what, name, a, b, n, rtol, atol, 0);
+}
+
+/* lse (f32 through lse_out): -inf rows must match exactly. */
+static void expect_lse(const char *what, const double *a, const double *b, int64_t n, double rtol) {
+  for (int64_t i = 0; i < n; i++) {
+    if (isinf(b[i]) || isinf(a[i])) {
+      cr_expect(a[i] == b[i], "%s: lse[%lld] %g, expected %g", what, (long long)i, a[i], b[i]);
+      continue;
+    }
+    cr_expect(fabs(a[i] - b[i]) <= rtol * (1 + fabs(b[i])), "%s: lse[%lld] %.9g, expected %.9g", what, (long long)i,
+              a[i], b[i]);
+  }
+}
+
+/* Compares a run with the reference (y, lse, every gradient). */
+static void expect_run(const char *what, const ea_case *c, const ea_data *d, const ea_run *r, const double *y,
+                       const double *lse, double *const *gr, double rtol, double atol) {
+  expect_close(what, "out", r->y, y, d->cnt[NARG], rtol, atol);
+  expect_lse(what, r->lse, lse, c->H * d->sh[NARG][0], fmax(rtol, 1e-6));
+  for (int k = 0; k < NARG; k++) {
+    if (!r->g[k] || !gr) continue;
+    char nm[64];
+    snprintf(nm, sizeof nm, "gradient of %s", NAMES[k]);
+    /* db2 is 0 up to rounding (softmax is shift invariant): its scale is that of the scores' */
+    expect_close_floor(what, nm, r->g[k], gr[k], d->cnt[k], rtol, atol, k == B2 ? 1 : 0);
+  }
+}
+
+/* The reference for a case: y, lse and the gradients of sum(y * R). */
+typedef struct ea_ref {
+  double *y, *lse, *g[NARG];
+} ea_ref;
+static void ref_of(const ea_case *c, const ea_graph *g, const ea_data *d, uint64_t seed, uint64_t call, ea_ref *r) {
+  r->y = malloc((size_t)d->cnt[NARG] * sizeof(double));
+  r->lse = malloc((size_t)(c->H * g->nq) * sizeof(double));
+  for (int k = 0; k < NARG; k++)
+    r->g[k] = d->in[k] ? malloc((size_t)(d->cnt[k] > 0 ? d->cnt[k] : 1) * sizeof(double)) : NULL;
+  ref_run(c, g, d, seed, call, r->y, r->lse, d->in[NARG], r->g);
+}
+static void ref_free(ea_ref *r) {
+  free(r->y), free(r->lse);
+  for (int k = 0; k < NARG; k++)
+    free(r->g[k]);
+}
+
+static const char *case_str(const ea_case *c, const ea_graph *g, char *buf, size_t cap) {
+  snprintf(buf, cap, "Nq %lld Nk %lld E %lld dim %d Fs %lld Fd %lld Fe %lld hidden %lld H %lld F %lld%s%s%s keep %g",
+           (long long)g->nq, (long long)g->nk, (long long)g->E, c->dim, (long long)c->Fs, (long long)c->Fd,
+           (long long)c->Fe, (long long)c->hid, (long long)c->H, (long long)c->F, c->b1 ? " b1" : "",
+           c->b2 ? " b2" : "", c->self ? " self" : "", c->keep > 0 ? c->keep : 1);
+  return buf;
+}
+
+/* ------------------------------------------------------------ HOST against the reference */
+
+static const ea_case HOST_CASES[] = {
+    {.dim = 3, .Fs = 4, .Fd = 5, .Fe = 3, .hid = 16, .H = 3, .F = 5, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 0, .Fs = 4, .Fd = 0, .Fe = 0, .hid = 64, .H = 1, .F = 5, .b1 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 1, .Fs = 0, .Fd = 0, .Fe = 3, .hid = 16, .H = 3, .F = 5, .keep = 1, .slope = 0.01},
+    {.dim = 2, .Fs = 0, .Fd = 6, .Fe = 0, .hid = 64, .H = 1, .F = 5, .b2 = 1, .keep = 1, .slope = 0},
+    {.dim = 3, .Fs = 4, .Fd = 4, .Fe = 0, .hid = 16, .H = 3, .F = 5, .b1 = 1, .self = 1, .keep = 1, .slope = 0.2},
+    {.dim = 2, .Fs = 3, .Fd = 2, .Fe = 3, .hid = 16, .H = 3, .F = 5, .b1 = 1, .b2 = 1, .keep = 0.7, .slope = 0.2},
+};
+#define N_HOST_CASES (sizeof HOST_CASES / sizeof HOST_CASES[0])
+
+Test(edge_attention, host_matches_reference_f64_and_f32) {
+  tg_runtime *rt = ts_host_runtime();
+  for (size_t n = 0; n < N_HOST_CASES; n++) {
+    const ea_case *c = &HOST_CASES[n];
+    ea_graph g = graph_random(37, c->self ? 37 : 41, 0.2, 100 + n);
+    ea_data d;
+    data_init(&d, c, &g, 1000 + 10 * n);
+    const uint64_t seed = 0x5eed + n;
+    ea_ref ref;
+    ref_of(c, &g, &d, seed, 0, &ref);
+    char what[256], cs[200];
+    case_str(c, &g, cs, sizeof cs);
+    ea_run r;
+    ea_cfg f64 = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+    run_tape(rt, &f64, c, &g, &d, &r);
+    snprintf(what, sizeof what, "HOST f64 (%s)", cs);
+    expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-10, 1e-12);
+    run_free(&r);
+    ea_cfg f32 = {TG_PROVIDER_HOST, TG_F32, TG_F32, seed, 1};
+    run_tape(rt, &f32, c, &g, &d, &r);
+    snprintf(what, sizeof what, "HOST f32 (%s)", cs);
+    expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-4, 1e-5);
+    run_free(&r);
+    /* f64 features with f32 positions (the reference on the rounded positions) */
+    if (c->dim) {
+      ea_data d2 = d;
+      double *ps = malloc((size_t)d.cnt[PS] * sizeof *ps), *pd = malloc((size_t)d.cnt[PD] * sizeof *pd);
+      for (int64_t i = 0; i < d.cnt[PS]; i++)
+        ps[i] = (float)d.in[PS][i];
+      for (int64_t i = 0; i < d.cnt[PD]; i++)
+        pd[i] = (float)d.in[PD][i];
+      d2.in[PS] = ps, d2.in[PD] = pd;
+      ea_ref ref2;
+      ref_of(c, &g, &d2, seed, 0, &ref2);
+      ea_cfg mixed = {TG_PROVIDER_HOST, TG_F64, TG_F32, seed, 1};
+      run_tape(rt, &mixed, c, &g, &d2, &r);
+      snprintf(what, sizeof what, "HOST f64 with f32 positions (%s)", cs);
+      expect_run(what, c, &d2, &r, ref2.y, ref2.lse, ref2.g, 1e-6, 1e-6);
+      run_free(&r);
+      ref_free(&ref2);
+      free(ps), free(pd);
+    }
+    ref_free(&ref);
+    data_free(&d);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ gradcheck */
+
+typedef struct gc_ctx {
+  const ea_case *c;
+  const ea_graph *g;
+  int map[NARG + 1]; /* gradcheck input index of argument k, -1 when absent / shared */
+  tg_runtime *rt[4];
+  tg_relation *rel[4];
+  int nrel;
+} gc_ctx;
+
+static tg_relation *gc_rel(gc_ctx *x, tg_runtime *rt) {
+  for (int i = 0; i < x->nrel; i++)
+    if (x->rt[i] == rt) return x->rel[i];
+  cr_assert(x->nrel < 4);
+  x->rt[x->nrel] = rt;
+  x->rel[x->nrel] = graph_rel(rt, x->g);
+  return x->rel[x->nrel++];
+}
+
+static tg_id gc_fn(tg_tape *t, const tg_id *in, void *user) {
+  gc_ctx *x = user;
+  tg_id a[NARG];
+  for (int k = 0; k < NARG; k++)
+    a[k] = x->map[k] >= 0 ? in[x->map[k]] : TG_ABSENT;
+  if (x->c->self) a[PD] = a[PS], a[XD] = a[XS];
+  tg_graph_attention_options o = opts_of(x->c, NULL);
+  tg_id y = call_op(t, gc_rel(x, tg_tape_runtime(t)), a, &o);
+  return tg_sum(t, tg_mul(t, y, in[x->map[NARG]]));
+}
+
+static void gradcheck_case(const ea_case *c, const ea_graph *g, uint64_t seed) {
+  ea_data d;
+  data_init(&d, c, g, seed);
+  gc_ctx x = {.c = c, .g = g};
+  tg_gradcheck_input in[NARG + 1];
+  int n = 0;
+  for (int k = 0; k <= NARG; k++) {
+    x.map[k] = -1;
+    if (!d.in[k] || (c->self && (k == PD || k == XD))) continue;
+    x.map[k] = n;
+    in[n] = ts_gc_input(TG_F64, d.nd[k], d.sh[k], d.in[k]);
+    in[n++].differentiable = k < NARG;
+  }
+  char cs[200];
+  cr_log_info("gradcheck: %s", case_str(c, g, cs, sizeof cs));
+  ts_gradcheck(gc_fn, &x, n, in);
+  for (int i = 0; i < x.nrel; i++)
+    tg_relation_destroy(x.rel[i]);
+  data_free(&d);
+}
+
+Test(edge_attention, gradcheck_every_input) {
+  static const ea_case cases[] = {
+      {.dim = 2, .Fs = 3, .Fd = 2, .Fe = 2, .hid = 5, .H = 2, .F = 3, .b1 = 1, .b2 = 1, .keep = 0.7, .slope = 0.2},
+      {.dim = 3, .Fs = 0, .Fd = 0, .Fe = 1, .hid = 4, .H = 1, .F = 2, .keep = 1, .slope = 0.1},
+      {.dim = 1, .Fs = 2, .Fd = 0, .Fe = 0, .hid = 3, .H = 3, .F = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+      {.dim = 0, .Fs = 0, .Fd = 3, .Fe = 2, .hid = 4, .H = 2, .F = 2, .b1 = 1, .keep = 1, .slope = 0.3},
+  };
+  for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+    ea_graph g = graph_random(7, 5, 0.4, 40 + n);
+    gradcheck_case(&cases[n], &g, 77 + n);
+    graph_free(&g);
+  }
+}
+
+Test(edge_attention, gradcheck_square_graph_same_values_twice) {
+  static const ea_case c = {.dim = 3,
+                            .Fs = 3,
+                            .Fd = 3,
+                            .Fe = 2,
+                            .hid = 4,
+                            .H = 2,
+                            .F = 2,
+                            .b1 = 1,
+                            .b2 = 1,
+                            .self = 1,
+                            .keep = 0.7,
+                            .slope = 0.2};
+  ea_graph g = graph_random(6, 6, 0.5, 9);
+  gradcheck_case(&c, &g, 99);
+  graph_free(&g);
+}
+
+/* ------------------------------------------------------------ dropout, relation without edges */
+
+Test(edge_attention, dropout_is_the_graph_rule_counter_advances_no_grad_is_off) {
+  const ea_case c = {
+      .dim = 2, .Fs = 3, .Fd = 0, .Fe = 2, .hid = 16, .H = 3, .F = 4, .b1 = 1, .keep = 0.5, .slope = 0.2};
+  ea_graph g = graph_random(37, 41, 0.2, 5);
+  ea_data d;
+  data_init(&d, &c, &g, 55);
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *rel = graph_rel(rt, &g);
+  const uint64_t seed = 0xdecafbad;
+  tg_tape_set_seed(t, seed);
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 0};
+  tg_id leaf[NARG], arg[NARG];
+  make_leaves(t, &f, &c, &d, leaf, arg);
+  const int64_t ny = d.cnt[NARG];
+  double *out = malloc((size_t)ny * sizeof *out), *want = malloc((size_t)ny * sizeof *want);
+  double *lse = malloc((size_t)(c.H * g.nq) * sizeof *lse);
+  tg_graph_attention_options o = opts_of(&c, NULL);
+  for (uint64_t call = 0; call < 3; call++) {
+    cr_expect_eq(t->rng_calls, call);
+    tg_id y = call_op(t, rel, arg, &o);
+    cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+    ts_read(t, y, out, ny);
+    ref_run(&c, &g, &d, seed, call, want, lse, NULL, NULL);
+    expect_close("dropout", "out", out, want, ny, 1e-12, 1e-12);
+  }
+  /* no grad: dropout off, the counter still advances */
+  tg_tape_set_grad_enabled(t, 0, NULL);
+  tg_id y = call_op(t, rel, arg, &o);
+  cr_expect_eq(t->rng_calls, 4);
+  ts_read(t, y, out, ny);
+  ea_case c1 = c;
+  c1.keep = 1;
+  ref_run(&c1, &g, &d, 0, 0, want, lse, NULL, NULL);
+  expect_close("no-grad mode has no dropout", "out", out, want, ny, 1e-12, 1e-12);
+  /* keep 1 takes no call */
+  tg_tape_set_grad_enabled(t, 1, NULL);
+  tg_graph_attention_options o1 = opts_of(&c1, NULL);
+  call_op(t, rel, arg, &o1);
+  cr_expect_eq(t->rng_calls, 4);
+  free(out), free(want), free(lse);
+  tg_tape_destroy(t);
+  tg_relation_destroy(rel);
+  tg_runtime_destroy(rt);
+  data_free(&d);
+  graph_free(&g);
+}
+
+Test(edge_attention, relation_without_edges_gives_zero) {
+  const ea_case c = {.dim = 2, .Fs = 3, .Fd = 2, .hid = 8, .H = 2, .F = 3, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
+  ea_graph g = graph_random(4, 3, 0, 1);
+  g.rp[1] = g.rp[2] = g.rp[3] = g.rp[4] = g.E = 0; /* drop the hub row */
+  ea_data d;
+  data_init(&d, &c, &g, 5);
+  tg_runtime *rt = ts_host_runtime();
+  ea_run r;
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, 1, 1};
+  run_tape(rt, &f, &c, &g, &d, &r);
+  for (int64_t i = 0; i < d.cnt[NARG]; i++)
+    cr_expect_eq(r.y[i], 0.0);
+  for (int64_t i = 0; i < c.H * g.nq; i++)
+    cr_expect(isinf(r.lse[i]) && r.lse[i] < 0, "lse[%lld] = %g", (long long)i, r.lse[i]);
+  for (int k = 0; k < NARG; k++)
+    for (int64_t i = 0; r.g[k] && i < d.cnt[k]; i++)
+      cr_expect_eq(r.g[k][i], 0.0, "gradient of %s", NAMES[k]);
+  run_free(&r);
+  data_free(&d);
+  graph_free(&g);
+  tg_runtime_destroy(rt);
+}
