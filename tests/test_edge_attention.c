@@ -597,3 +597,274 @@ Test(edge_attention, relation_without_edges_gives_zero) {
   graph_free(&g);
   tg_runtime_destroy(rt);
 }
+
+/* ------------------------------------------------------------ errors */
+
+/* Nq = 7, Nk = 5: rows 0, 3 and 6 empty, row 2 a hub; E = 11. */
+static int64_t G_RP[8] = {0, 0, 3, 8, 8, 10, 11, 11};
+static int32_t G_CI[11] = {0, 1, 3, 0, 1, 2, 3, 4, 2, 4, 1};
+
+static tg_id in_nd(tg_tape *t, tg_dtype dt, int nd, int64_t a, int64_t b, int64_t c) {
+  int64_t s[3] = {a, b, c}, n = 1;
+  for (int i = 0; i < nd; i++)
+    n *= s[i];
+  cr_assert(n <= 1024);
+  static double z[1024];
+  void *cz = ts_convert(z, (size_t)n, dt == TG_I32 ? TG_F64 : dt);
+  if (dt == TG_I32) memset(cz, 0, (size_t)n * 4);
+  tg_id id = ts_input(t, dt, nd, s, cz, TG_REQUIRES_GRAD * (dt != TG_I32));
+  free(cz);
+  return id;
+}
+
+/* The failed call left the tape as it was: no node, no RNG call, the sticky status. */
+#define EXPECT_FAIL(call, st, needle)                                                                                  \
+  do {                                                                                                                 \
+    cr_expect_eq((call), TG_NO_ID, "%s should fail", #call);                                                           \
+    TS_EXPECT_STICKY(t, st, needle);                                                                                   \
+    size_t nodes_;                                                                                                     \
+    tg_tape_stats(t, &nodes_, NULL);                                                                                   \
+    cr_expect_eq(nodes_, 0, "%s recorded %zu nodes", #call, nodes_);                                                   \
+    cr_expect_eq(t->rng_calls, 0, "%s took an RNG call", #call);                                                       \
+  } while (0)
+
+Test(edge_attention, errors) {
+  tg_runtime *rt = ts_host_runtime(), *other = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *g75 = NULL, *foreign = NULL, *mask2 = NULL;
+  cr_assert_eq(tg_relation_csr(rt, 7, 5, G_RP, sizeof G_RP, G_CI, sizeof G_CI, &g75), TG_OK);
+  cr_assert_eq(tg_relation_dense(other, 7, 5, &foreign), TG_OK);
+  uint8_t m[2 * 7 * 5] = {1};
+  cr_assert_eq(tg_relation_mask(rt, 2, 7, 5, m, sizeof m, &mask2), TG_OK);
+  tg_id ps, pd, xs, xd, fe, v, w1, b1, w2, b2, lse = 42;
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  o.lse_out = &lse;
+  o.dropout_keep = 0.5; /* a refused call takes no RNG call */
+#define FRESH()                                                                                                        \
+  (tg_tape_reset(t), ps = in_nd(t, TG_F64, 2, 5, 2, 0), pd = in_nd(t, TG_F64, 2, 7, 2, 0),                             \
+   xs = in_nd(t, TG_F64, 2, 5, 3, 0), xd = in_nd(t, TG_F64, 2, 7, 4, 0), fe = in_nd(t, TG_F64, 2, 11, 2, 0),           \
+   v = in_nd(t, TG_F64, 3, 5, 3, 4), w1 = in_nd(t, TG_F64, 2, 11, 8, 0), b1 = in_nd(t, TG_F64, 1, 8, 0, 0),            \
+   w2 = in_nd(t, TG_F64, 2, 8, 3, 0), b2 = in_nd(t, TG_F64, 1, 3, 0, 0))
+#define CALL(rel, PS, PD, XS, XD, FE, V, W1, B1, W2, B2, O)                                                            \
+  tg_edge_attention(t, rel, PS, PD, XS, XD, FE, V, W1, B1, W2, B2, O)
+  /* the arguments are fine: it runs */
+  FRESH();
+  cr_expect_neq(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_NO_ID, "%s", tg_tape_error(t));
+  cr_expect_neq(lse, TG_NO_ID);
+  t->rng_calls = 0;
+  /* positions */
+  FRESH();
+  EXPECT_FAIL(CALL(g75, TG_ABSENT, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ARGUMENT,
+              "tg_edge_attention: argument 'pos_src' is TG_ABSENT but 'pos_dst' is not; expected both positions, or "
+              "both TG_ABSENT");
+  cr_expect_eq(lse, TG_NO_ID, "lse_out is TG_NO_ID after a failure");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, TG_ABSENT, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ARGUMENT,
+              "argument 'pos_dst' is TG_ABSENT but 'pos_src' is not");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, in_nd(t, TG_F64, 2, 5, 4, 0), pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'pos_src' has shape [5, 4]; expected [Nk = 5, dim] with dim 1..3 (argument 'rel' is a csr "
+              "relation over nq = 7, nk = 5 with E = 11 edges)");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, in_nd(t, TG_F64, 2, 7, 2, 0), pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'pos_src' has shape [7, 2]; expected [Nk = 5, dim]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, in_nd(t, TG_F64, 1, 5, 0, 0), pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'pos_src' has shape [5]; expected [Nk = 5, dim]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, in_nd(t, TG_F64, 2, 7, 3, 0), xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'pos_dst' has shape [7, 3]; expected [Nq = 7, dim = 2] (Nq of argument 'rel', dim from "
+              "argument 'pos_src')");
+  /* features */
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xd, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'x_src' has shape [7, 4]; expected [Nk = 5, Fs]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xs, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'x_dst' has shape [5, 3]; expected [Nq = 7, Fd]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, in_nd(t, TG_F64, 2, 10, 2, 0), v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'edge_feat' has shape [10, 2]; expected [E = 11, Fe] in edge order");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, in_nd(t, TG_F64, 3, 11, 2, 1), v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'edge_feat' has shape [11, 2, 1]; expected [E = 11, Fe]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, in_nd(t, TG_F64, 2, 5, 3, 0), w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'values' has shape [5, 3]; expected [Nk = 5, H, F]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, in_nd(t, TG_F64, 3, 7, 3, 4), w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'values' has shape [7, 3, 4]; expected [Nk = 5, H, F]");
+  /* weights */
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, in_nd(t, TG_F64, 2, 10, 8, 0), b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'w1' has shape [10, 8]; expected [dim + Fs + Fd + Fe = 2 + 3 + 4 + 2 = 11, hidden] (rows: "
+              "geometry, source, destination, edge features)");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, TG_ABSENT, TG_ABSENT, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'w1' has shape [11, 8]; expected [dim + Fs + Fd + Fe = 0 + 3 + 4 + 2 = 9, hidden]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, in_nd(t, TG_F64, 1, 11, 0, 0), b1, w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'w1' has shape [11]; expected [dim + Fs + Fd + Fe");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, in_nd(t, TG_F64, 1, 7, 0, 0), w2, b2, &o), TG_ERR_SHAPE,
+              "argument 'b1' has shape [7]; expected [hidden = 8] (hidden from argument 'w1')");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, in_nd(t, TG_F64, 2, 8, 2, 0), b2, &o), TG_ERR_SHAPE,
+              "argument 'w2' has shape [8, 2]; expected [hidden = 8, H = 3] (hidden from argument 'w1', H from "
+              "argument 'values')");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, in_nd(t, TG_F64, 2, 7, 3, 0), b2, &o), TG_ERR_SHAPE,
+              "argument 'w2' has shape [7, 3]; expected [hidden = 8, H = 3]");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, in_nd(t, TG_F64, 1, 4, 0, 0), &o), TG_ERR_SHAPE,
+              "argument 'b2' has shape [4]; expected [H = 3] (H from argument 'values')");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, TG_ABSENT, TG_ABSENT, TG_ABSENT, TG_ABSENT, TG_ABSENT, v, w1, b1, w2, b2, &o),
+              TG_ERR_INVALID_ARGUMENT,
+              "arguments 'pos_src', 'pos_dst', 'x_src', 'x_dst' and 'edge_feat' are all TG_ABSENT; the score MLP "
+              "needs at least one input");
+  /* ids */
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, TG_NO_ID, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ID,
+              "argument 'x_src' is TG_NO_ID (what a failed call returns); pass TG_ABSENT for no x_src");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, TG_ABSENT, w1, b1, w2, b2, &o), TG_ERR_INVALID_ID,
+              "argument 'values' is TG_ABSENT; expected the id of a value (it is not optional)");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, TG_NO_ID, b1, w2, b2, &o), TG_ERR_INVALID_ID,
+              "argument 'w1' is TG_NO_ID");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, TG_ABSENT, b2, &o), TG_ERR_INVALID_ID,
+              "argument 'w2' is TG_ABSENT");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, TG_NO_ID, w2, b2, &o), TG_ERR_INVALID_ID,
+              "argument 'b1' is TG_NO_ID");
+  /* dtypes */
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, in_nd(t, TG_I32, 3, 5, 3, 4), w1, b1, w2, b2, &o), TG_ERR_DTYPE,
+              "argument 'values' has dtype i32; expected f32 or f64");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, in_nd(t, TG_F32, 2, 11, 8, 0), b1, w2, b2, &o), TG_ERR_DTYPE,
+              "arguments 'values' (f64) and 'w1' (f32) must have the same dtype");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, in_nd(t, TG_F32, 2, 5, 3, 0), xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_DTYPE,
+              "arguments 'values' (f64) and 'x_src' (f32) must have the same dtype");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, in_nd(t, TG_F32, 2, 11, 2, 0), v, w1, b1, w2, b2, &o), TG_ERR_DTYPE,
+              "arguments 'values' (f64) and 'edge_feat' (f32) must have the same dtype");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, in_nd(t, TG_F32, 1, 3, 0, 0), &o), TG_ERR_DTYPE,
+              "arguments 'values' (f64) and 'b2' (f32) must have the same dtype");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, ps, in_nd(t, TG_F32, 2, 7, 2, 0), xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_DTYPE,
+              "arguments 'pos_src' (f64) and 'pos_dst' (f32) must have the same dtype");
+  FRESH();
+  EXPECT_FAIL(CALL(g75, in_nd(t, TG_I32, 2, 5, 2, 0), in_nd(t, TG_I32, 2, 7, 2, 0), xs, xd, fe, v, w1, b1, w2, b2, &o),
+              TG_ERR_DTYPE, "argument 'pos_src' has dtype i32; provider host takes f32 or f64 positions");
+  /* relation */
+  FRESH();
+  EXPECT_FAIL(CALL(NULL, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ARGUMENT, "argument 'rel' is NULL");
+  FRESH();
+  EXPECT_FAIL(CALL(foreign, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ARGUMENT,
+              "built on another runtime");
+  FRESH();
+  EXPECT_FAIL(CALL(mask2, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_INVALID_ARGUMENT,
+              "mask over 2 batch entries");
+  /* options */
+  double bad_keep[4] = {0, -0.5, 1.5, NAN};
+  for (int i = 0; i < 4; i++) {
+    FRESH();
+    tg_graph_attention_options b = o;
+    b.dropout_keep = bad_keep[i];
+    EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &b), TG_ERR_INVALID_ARGUMENT,
+                "option 'dropout_keep' is");
+  }
+  double bad_slope[4] = {NAN, INFINITY, -0.1, -INFINITY};
+  for (int i = 0; i < 4; i++) {
+    FRESH();
+    tg_graph_attention_options b = o;
+    b.negative_slope = bad_slope[i];
+    EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &b), TG_ERR_INVALID_ARGUMENT,
+                "option 'negative_slope' is");
+  }
+  FRESH();
+  tg_graph_attention_options z = o;
+  z.struct_size = 0;
+  lse = 42;
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &z), TG_ERR_INVALID_ARGUMENT,
+              "tg_edge_attention: argument 'opts' (tg_graph_attention_options): its struct_size is 0");
+  cr_expect_eq(lse, 42, "an options struct that was refused is not written");
+  /* providers */
+  FRESH();
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_NO_DEVICE, "host-only");
+  FRESH();
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_COMPOSED, NULL);
+  EXPECT_FAIL(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_ERR_NO_DEVICE, "host-only");
+  tg_tape_set_provider(t, TG_PROVIDER_AUTO, NULL);
+  /* a sticky tape does nothing; a NULL tape names the op */
+  FRESH();
+  CALL(NULL, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o);
+  cr_expect_eq(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "argument 'rel' is NULL");
+  cr_expect_eq(tg_edge_attention(NULL, g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, NULL), TG_NO_ID);
+  cr_expect(strstr(tg_last_error(), "tg_edge_attention: argument 'tape' is NULL") != NULL, "%s", tg_last_error());
+  /* slope 0 and NULL opts are accepted */
+  FRESH();
+  o.negative_slope = 0;
+  cr_expect_neq(CALL(g75, ps, pd, xs, xd, fe, v, w1, b1, w2, b2, &o), TG_NO_ID, "%s", tg_tape_error(t));
+  cr_expect_neq(CALL(g75, ps, pd, xs, xd, fe, v, w1, TG_ABSENT, w2, TG_ABSENT, NULL), TG_NO_ID, "%s", tg_tape_error(t));
+#undef FRESH
+#undef CALL
+  tg_tape_destroy(t);
+  tg_relation_destroy(g75), tg_relation_destroy(foreign), tg_relation_destroy(mask2);
+  tg_runtime_destroy(rt), tg_runtime_destroy(other);
+}
+
+/* ------------------------------------------------------------ explain and saved state */
+
+Test(edge_attention, explain_lists_the_nodes_and_saved_bytes) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_relation *r = NULL;
+  cr_assert_eq(tg_relation_csr(rt, 7, 5, G_RP, sizeof G_RP, G_CI, sizeof G_CI, &r), TG_OK);
+  tg_id ps = in_nd(t, TG_F64, 2, 5, 2, 0), pd = in_nd(t, TG_F64, 2, 7, 2, 0), xs = in_nd(t, TG_F64, 2, 5, 3, 0);
+  tg_id xd = in_nd(t, TG_F64, 2, 7, 4, 0), fe = in_nd(t, TG_F64, 2, 11, 2, 0), v = in_nd(t, TG_F64, 3, 5, 3, 4);
+  tg_id w1 = in_nd(t, TG_F64, 2, 11, 8, 0), w2 = in_nd(t, TG_F64, 2, 8, 3, 0), lse = TG_NO_ID;
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  o.dropout_keep = 0.5, o.negative_slope = 0.3, o.lse_out = &lse;
+  tg_id y = tg_edge_attention(t, r, ps, pd, xs, xd, fe, v, w1, TG_ABSENT, w2, TG_ABSENT, &o);
+  cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+  cr_expect_neq(lse, TG_NO_ID);
+  int64_t shape[3] = {0};
+  int nd = 0;
+  cr_assert_eq(tg_tape_shape(t, lse, &nd, shape, 3), TG_OK);
+  cr_expect(nd == 2 && shape[0] == 3 && shape[1] == 7, "lse [H, Nq]");
+  size_t saved;
+  tg_tape_stats(t, NULL, &saved);
+  char buf[8192];
+  tg_tape_explain(t, buf, sizeof buf, NULL);
+  cr_log_info("%s", buf);
+  cr_expect(strstr(buf, "edge_attention") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "H=3 F=4 hidden=8 dim=2 Fs=3 Fd=4 Fe=2 slope=0.3 dropout keep=0.5 call=0") != NULL, "%s", buf);
+  cr_expect(strstr(buf, " saved=168") != NULL, "HOST saves lse f64 [H, Nq] = 168 bytes: %s", buf);
+  cr_expect(strstr(buf, "matmul") != NULL, "the feature products are matmul nodes: %s", buf);
+  /* no gradient wanted: nothing saved */
+  tg_tape_reset(t);
+  int64_t s2[2] = {5, 3};
+  double z[64] = {0};
+  tg_id xc = ts_input(t, TG_F64, 2, s2, z, 0);
+  int64_t sv[3] = {5, 1, 2}, sw1[2] = {3, 4}, sw2[2] = {4, 1};
+  tg_id vc = ts_input(t, TG_F64, 3, sv, z, 0), w1c = ts_input(t, TG_F64, 2, sw1, z, 0);
+  tg_id w2c = ts_input(t, TG_F64, 2, sw2, z, 0);
+  cr_assert_neq(
+      tg_edge_attention(t, r, TG_ABSENT, TG_ABSENT, xc, TG_ABSENT, TG_ABSENT, vc, w1c, TG_ABSENT, w2c, TG_ABSENT, NULL),
+      TG_NO_ID, "%s", tg_tape_error(t));
+  tg_tape_stats(t, NULL, &saved);
+  cr_expect_eq(saved, 0, "constants only: nothing saved (%zu)", saved);
+  tg_tape_destroy(t);
+  tg_relation_destroy(r);
+  tg_runtime_destroy(rt);
+}
