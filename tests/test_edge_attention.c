@@ -868,3 +868,271 @@ Test(edge_attention, explain_lists_the_nodes_and_saved_bytes) {
   tg_relation_destroy(r);
   tg_runtime_destroy(rt);
 }
+
+/* ------------------------------------------------------------ CUDA providers against HOST */
+
+/* Every kernel-supported size value appears at least twice: hidden {16, 32, 64, 128}, H {1, 4, 8},
+ * F {1, 16, 128}, dim {0, 1, 2, 3}, Fe {0, 16}; biases, dropout and the square case vary. */
+static const ea_case CUDA_CASES[] = {
+    {.dim = 0, .Fs = 8, .Fd = 8, .Fe = 0, .hid = 16, .H = 1, .F = 1, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 1, .Fs = 0, .Fd = 0, .Fe = 16, .hid = 32, .H = 4, .F = 16, .b1 = 1, .keep = 0.7, .slope = 0.2},
+    {.dim = 2, .Fs = 8, .Fd = 0, .Fe = 0, .hid = 64, .H = 8, .F = 128, .b2 = 1, .keep = 1, .slope = 0.1},
+    {.dim = 3, .Fs = 0, .Fd = 8, .Fe = 16, .hid = 128, .H = 1, .F = 16, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 3, .Fs = 8, .Fd = 8, .Fe = 0, .hid = 16, .H = 4, .F = 128, .keep = 0.7, .slope = 0.2},
+    {.dim = 2, .Fs = 0, .Fd = 0, .Fe = 16, .hid = 128, .H = 8, .F = 1, .b1 = 1, .keep = 1, .slope = 0},
+    {.dim = 1, .Fs = 8, .Fd = 8, .Fe = 16, .hid = 64, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 0, .Fs = 0, .Fd = 8, .Fe = 16, .hid = 32, .H = 8, .F = 128, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 3,
+     .Fs = 8,
+     .Fd = 8,
+     .Fe = 0,
+     .hid = 32,
+     .H = 4,
+     .F = 16,
+     .b1 = 1,
+     .b2 = 1,
+     .self = 1,
+     .keep = 0.7,
+     .slope = 0.2},
+    {.dim = 2, .Fs = 5, .Fd = 3, .Fe = 7, .hid = 16, .H = 3, .F = 5, .b1 = 1, .keep = 1, .slope = 0.2},
+};
+#define N_CUDA_CASES (sizeof CUDA_CASES / sizeof CUDA_CASES[0])
+
+/* Graph of CUDA case n: small odd sizes, or (odd n) a larger one whose hub row has every source. */
+static ea_graph cuda_graph(size_t n, const ea_case *c) {
+  if (n % 2) return graph_random(301, c->self ? 301 : 257, 0.03, 300 + n);
+  return graph_random(37, c->self ? 37 : 41, 0.2, 300 + n);
+}
+
+Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  const tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
+  for (size_t n = 0; n < N_CUDA_CASES; n++) {
+    const ea_case *c = &CUDA_CASES[n];
+    ea_graph g = cuda_graph(n, c);
+    ea_data d;
+    data_init(&d, c, &g, 2000 + 10 * n);
+    const uint64_t seed = 0xc0de + n;
+    ea_run h, r;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+    run_tape(hrt, &hf, c, &g, &d, &h);
+    char cs[200], what[300];
+    case_str(c, &g, cs, sizeof cs);
+    for (int q = 0; q < 2; q++) {
+      ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1};
+      run_tape(crt, &cf, c, &g, &d, &r);
+      snprintf(what, sizeof what, "%s f32 vs HOST f64 (%s)", tg_provider_name(provs[q]), cs);
+      expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
+      run_free(&r);
+    }
+    run_free(&h);
+    data_free(&d);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* A copy of d with the features / weights rounded to dt and the positions to f32, so that a
+ * reference on it measures the kernels, not the rounding of the inputs. */
+static void data_rounded(ea_data *r, const ea_data *d, tg_dtype dt) {
+  *r = *d;
+  for (int k = 0; k < NARG; k++) {
+    if (!d->in[k]) continue;
+    r->in[k] = malloc((size_t)(d->cnt[k] > 0 ? d->cnt[k] : 1) * sizeof(double));
+    tg_dtype to = k == PS || k == PD ? TG_F32 : dt;
+    void *q = ts_convert(d->in[k], (size_t)d->cnt[k], to);
+    for (int64_t i = 0; i < d->cnt[k]; i++)
+      r->in[k][i] = to == TG_F32 ? ((float *)q)[i] : ts_bf16_to_f32(((uint16_t *)q)[i]);
+    free(q);
+  }
+  r->in[NARG] = malloc((size_t)d->cnt[NARG] * sizeof(double));
+  memcpy(r->in[NARG], d->in[NARG], (size_t)d->cnt[NARG] * sizeof(double));
+}
+
+/* bf16 storage, f32 accumulation: FUSED and COMPOSED against each other and HOST f64 on the same
+ * rounded inputs (rel L2; the two round different intermediates to bf16: U / V against the
+ * concatenated product, so LeakyReLU kinks flip on a few edges). */
+Test(edge_attention_cuda, bf16_fused_matches_bf16_composed) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  for (size_t n = 0; n < N_CUDA_CASES; n += 3) {
+    const ea_case *c = &CUDA_CASES[n];
+    ea_graph g = cuda_graph(n, c);
+    ea_data d0, d;
+    data_init(&d0, c, &g, 3000 + 10 * n);
+    data_rounded(&d, &d0, TG_BF16);
+    const uint64_t seed = 0xbf16 + n;
+    ea_run h, rf, rc;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+    ea_cfg ff = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1};
+    ea_cfg cf = {TG_PROVIDER_CUDA_COMPOSED, TG_BF16, TG_F32, seed, 1};
+    run_tape(hrt, &hf, c, &g, &d, &h);
+    run_tape(crt, &ff, c, &g, &d, &rf);
+    run_tape(crt, &cf, c, &g, &d, &rc);
+    char cs[200];
+    case_str(c, &g, cs, sizeof cs);
+    const double tol_y = 3e-2, tol_g = 5e-2;
+    double e1 = ts_rel_l2(rf.y, rc.y, (size_t)d.cnt[NARG]), e2 = ts_rel_l2(rf.y, h.y, (size_t)d.cnt[NARG]);
+    cr_log_info("bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
+    cr_expect(e1 <= tol_y && e2 <= tol_y, "bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
+    for (int k = 0; k < NARG; k++) {
+      if (!h.g[k] || k == B2) continue; /* db2 is rounding noise */
+      e1 = ts_rel_l2(rf.g[k], rc.g[k], (size_t)d.cnt[k]), e2 = ts_rel_l2(rf.g[k], h.g[k], (size_t)d.cnt[k]);
+      cr_log_info("bf16 (%s) gradient of %s: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, NAMES[k], e1, e2);
+      cr_expect(e1 <= tol_g && e2 <= tol_g, "bf16 (%s) gradient of %s: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g",
+                cs, NAMES[k], e1, e2);
+    }
+    run_free(&h), run_free(&rf), run_free(&rc);
+    data_free(&d), data_free(&d0);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+Test(edge_attention_cuda, dropout_masks_equal_across_providers) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  ea_case c = CUDA_CASES[6];
+  c.keep = 0.5;
+  ea_graph g = graph_random(37, 41, 0.3, 77);
+  ea_data d;
+  data_init(&d, &c, &g, 4000);
+  const uint64_t seed = 0xfeed;
+  ea_run h, r;
+  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+  run_tape(hrt, &hf, &c, &g, &d, &h);
+  ea_ref ref;
+  ref_of(&c, &g, &d, seed, 0, &ref);
+  expect_close("HOST keep 0.5 vs the rule", "out", h.y, ref.y, d.cnt[NARG], 1e-10, 1e-12);
+  const tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
+  for (int q = 0; q < 2; q++) {
+    ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1};
+    run_tape(crt, &cf, &c, &g, &d, &r);
+    char what[64];
+    snprintf(what, sizeof what, "%s keep 0.5 vs HOST", tg_provider_name(provs[q]));
+    expect_run(what, &c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
+    run_free(&r);
+  }
+  ref_free(&ref);
+  run_free(&h);
+  data_free(&d);
+  graph_free(&g);
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* Builds the op on a fresh CUDA tape under provider p; returns the tape (the caller destroys it).
+ * *before: the nodes recorded before the op (the casts of f16 / bf16 leaves). */
+static tg_tape *cuda_call(tg_runtime *rt, tg_relation *rel, tg_provider p, const ea_case *c, const ea_data *d,
+                          tg_dtype dt, tg_id *y, size_t *before) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, p, NULL);
+  ea_cfg f = {p, dt, TG_F32, 1, 0};
+  tg_id leaf[NARG], arg[NARG];
+  make_leaves(t, &f, c, d, leaf, arg);
+  tg_tape_stats(t, before, NULL);
+  tg_graph_attention_options o = opts_of(c, NULL);
+  *y = call_op(t, rel, arg, &o);
+  return t;
+}
+
+Test(edge_attention_cuda, unsupported_sizes_fail_on_fused_and_auto_picks_composed) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  const ea_case base = {
+      .dim = 2, .Fs = 4, .Fd = 4, .Fe = 3, .hid = 16, .H = 2, .F = 8, .b1 = 1, .keep = 0.7, .slope = 0.2};
+  ea_case cs[5] = {base, base, base, base, base};
+  cs[0].hid = 24, cs[1].H = 9, cs[2].F = 129, cs[3].Fe = 17;
+  const char *what[5] = {"hidden 24", "H 9", "F 129", "Fe 17", "f16"};
+  ea_graph g = graph_random(37, 41, 0.2, 11);
+  tg_relation *rel = graph_rel(crt, &g);
+  for (int n = 0; n < 5; n++) {
+    const ea_case *c = &cs[n];
+    const tg_dtype dt = n == 4 ? TG_F16 : TG_F32;
+    ea_data d;
+    data_init(&d, c, &g, 500 + n);
+    tg_id y;
+    size_t before, nodes;
+    tg_tape *t = cuda_call(crt, rel, TG_PROVIDER_CUDA_FUSED, c, &d, dt, &y, &before);
+    cr_expect_eq(y, TG_NO_ID, "%s: FUSED should refuse", what[n]);
+    cr_expect_eq(tg_tape_status(t), TG_ERR_UNSUPPORTED, "%s: %s", what[n], tg_tape_error(t));
+    cr_expect(strstr(tg_tape_error(t), "tg_edge_attention: provider CUDA_FUSED cannot run this call") != NULL, "%s: %s",
+              what[n], tg_tape_error(t));
+    cr_log_info("%s: %s", what[n], tg_tape_error(t));
+    cr_expect_eq(t->rng_calls, 0, "%s: a refused call takes no RNG call", what[n]);
+    tg_tape_stats(t, &nodes, NULL);
+    cr_expect_eq(nodes, before, "%s: the refused call recorded %zu nodes", what[n], nodes - before);
+    tg_tape_destroy(t);
+    /* AUTO: CUDA_COMPOSED, whose graph_attend shows in explain */
+    t = cuda_call(crt, rel, TG_PROVIDER_AUTO, c, &d, dt, &y, &before);
+    cr_expect_neq(y, TG_NO_ID, "%s under AUTO: %s", what[n], tg_tape_error(t));
+    char buf[16384];
+    tg_tape_explain(t, buf, sizeof buf, NULL);
+    cr_expect(strstr(buf, "edge_attention") == NULL && strstr(buf, "graph_attend") != NULL,
+              "%s under AUTO should be CUDA_COMPOSED: %s", what[n], buf);
+    tg_tape_destroy(t);
+    if (dt == TG_F32) { /* and it computes the op */
+      ea_run h, r;
+      ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1}, af = {TG_PROVIDER_AUTO, TG_F32, TG_F32, 5, 1};
+      run_tape(hrt, &hf, c, &g, &d, &h);
+      run_tape(crt, &af, c, &g, &d, &r);
+      char w[64];
+      snprintf(w, sizeof w, "AUTO (%s) vs HOST f64", what[n]);
+      expect_run(w, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
+      run_free(&h), run_free(&r);
+    }
+    data_free(&d);
+  }
+  tg_relation_destroy(rel);
+  graph_free(&g);
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip();
+  const ea_case c = {
+      .dim = 3, .Fs = 4, .Fd = 4, .Fe = 16, .hid = 32, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
+  ea_graph g = graph_random(37, 41, 0.2, 12);
+  tg_relation *rel = graph_rel(crt, &g);
+  ea_data d;
+  data_init(&d, &c, &g, 600);
+  const tg_provider ps[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_AUTO};
+  for (int q = 0; q < 2; q++) {
+    tg_id y;
+    size_t before;
+    tg_tape *t = cuda_call(crt, rel, ps[q], &c, &d, TG_F32, &y, &before);
+    cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+    char buf[16384], want[64];
+    tg_tape_explain(t, buf, sizeof buf, NULL);
+    cr_log_info("%s", buf);
+    snprintf(want, sizeof want, " saved=%lld ", (long long)(c.H * g.nq * 4));
+    const char *line = strstr(buf, "edge_attention");
+    cr_expect(line && strstr(line, want) && strstr(line, " fused"), "%s: FUSED saves lse f32 [H, Nq] (%s): %s",
+              tg_provider_name(ps[q]), want, buf);
+    tg_tape_destroy(t);
+  }
+  data_free(&d);
+  tg_relation_destroy(rel);
+  graph_free(&g);
+  /* a relation without edges: FUSED gives 0, COMPOSED refuses */
+  const ea_case c0 = {.dim = 2, .Fs = 3, .hid = 16, .H = 2, .F = 4, .keep = 1, .slope = 0.2};
+  ea_graph g0 = graph_random(5, 4, 0, 1);
+  g0.rp[2] = g0.rp[3] = g0.rp[4] = g0.rp[5] = g0.E = 0;
+  rel = graph_rel(crt, &g0);
+  data_init(&d, &c0, &g0, 7);
+  tg_id y;
+  size_t before;
+  tg_tape *t = cuda_call(crt, rel, TG_PROVIDER_CUDA_FUSED, &c0, &d, TG_F32, &y, &before);
+  cr_expect_neq(y, TG_NO_ID, "FUSED without edges: %s", tg_tape_error(t));
+  if (y != TG_NO_ID) {
+    double out[5 * 2 * 4];
+    ts_read(t, y, out, 40);
+    for (int i = 0; i < 40; i++)
+      cr_expect_eq(out[i], 0.0);
+  }
+  tg_tape_destroy(t);
+  t = cuda_call(crt, rel, TG_PROVIDER_CUDA_COMPOSED, &c0, &d, TG_F32, &y, &before);
+  cr_expect_eq(y, TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_SHAPE, "provider CUDA_COMPOSED records per-edge tensors [E, ...]");
+  tg_tape_destroy(t);
+  data_free(&d);
+  tg_relation_destroy(rel);
+  graph_free(&g0);
+  tg_runtime_destroy(crt);
+}
