@@ -970,7 +970,7 @@ Test(edge_attention_cuda, bf16_fused_matches_bf16_composed) {
     run_tape(crt, &cf, c, &g, &d, &rc);
     char cs[200];
     case_str(c, &g, cs, sizeof cs);
-    const double tol_y = 3e-2, tol_g = 5e-2;
+    const double tol_y = 3e-2, tol_g = 8e-2; /* a kink flip moves da by (1 - slope) dz */
     double e1 = ts_rel_l2(rf.y, rc.y, (size_t)d.cnt[NARG]), e2 = ts_rel_l2(rf.y, h.y, (size_t)d.cnt[NARG]);
     cr_log_info("bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
     cr_expect(e1 <= tol_y && e2 <= tol_y, "bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
