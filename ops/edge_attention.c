@@ -19,6 +19,7 @@
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/edge_attention.h"
+#include "../cuda/shape.h"
 #endif
 
 #include <math.h>
@@ -197,7 +198,19 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   size_t wb = cuda_edge_attention_backward_workspace(&cg, &a);
   void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
   if (wb && !ws) return t->status;
+  /* pos_src and pos_dst the same value: the kernels get distinct buffers (dpd into zeroed scratch,
+   * added back after), whatever order they write them in */
+  float *gpd = NULL;
+  if (d.ps && d.ps == d.pd) {
+    char msg[TGI_MSG_CAP];
+    size_t bytes = (size_t)(st->Nq * es->dim) * sizeof *gpd;
+    if (!(gpd = tgi_scratch_d(t, bytes))) return t->status;
+    tg_status zs = tgi_device_zero(tgi_dev(t), gpd, bytes, msg);
+    if (zs) return tgi_fail(t, zs, "%s", msg), zs;
+    d.pd = gpd;
+  }
   tg_status s = cuda_edge_attention_backward(TGI_STREAM(t), &cg, &a, &di, po, gy, n->saved, &d, ws, wb);
+  if (!s && gpd) s = cuda_cols(TGI_STREAM(t), TG_F32, st->Nq, es->dim, gpd, es->dim, 0, d.ps, es->dim, 0, 1);
   if (s) tgi_fail_cuda(t, s, "fused edge attention backward");
   return s;
 #else
