@@ -4,6 +4,8 @@
 #endif
 #include "pointcloud.h"
 
+#include "tiga_dlpack.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,10 +170,30 @@ int pc_model_init(pc_model *m, tg_runtime *rt, const pc_config *cfg, const pc_da
       return -1;
     }
   }
+  /* resident data: parameters that no op reads (so they never get a gradient), exported once */
+  const float *src[3] = {d->pos, d->x, d->target};
+  const int64_t cols[3] = {3, d->f_in, 3};
+  const unsigned side = tg_runtime_has_device(rt) ? TG_EXPORT_DEVICE : TG_EXPORT_HOST;
+  for (int k = 0; k < 3; k++) {
+    int64_t s[2] = {d->n, cols[k]};
+    tg_id id;
+    if (tg_tape_parameter(m->tape, TG_F32, 2, s, src[k], (size_t)(d->n * cols[k]) * 4, TG_NO_WEIGHT_DECAY, &id) ||
+        tg_tape_export_dlpack(m->tape, id, side, &m->store[k])) {
+      fail(err, "resident data: %s", tg_tape_error(m->tape));
+      pc_model_free(m);
+      return -1;
+    }
+    const DLTensor *dl = &m->store[k]->dl_tensor;
+    m->store_ptr[k] = (const char *)dl->data + dl->byte_offset;
+    m->store_mem = dl->device.device_type == kDLCUDA ? TG_MEMORY_CUDA : TG_MEMORY_HOST;
+    m->store_dev = dl->device.device_id;
+  }
   return 0;
 }
 
 void pc_model_free(pc_model *m) {
+  for (int k = 0; k < 3; k++)
+    if (m->store[k] && m->store[k]->deleter) m->store[k]->deleter(m->store[k]);
   tg_tape_destroy(m->tape);
   for (int p = 0; p < PC_PARAMS; p++)
     free(m->frozen[p]);
@@ -218,9 +240,12 @@ tg_id pc_loss(pc_model *m) {
   const pc_data *d = m->data;
   int64_t sp[2] = {d->n, 3}, sx[2] = {d->n, d->f_in};
   tg_id tgt;
-  if (tg_tape_input(t, TG_F32, 2, sp, d->pos, (size_t)d->n * 12, TG_REQUIRES_GRAD, &m->pos) ||
-      tg_tape_input(t, TG_F32, 2, sx, d->x, (size_t)(d->n * d->f_in) * 4, TG_REQUIRES_GRAD, &m->x) ||
-      tg_tape_input(t, TG_F32, 2, sp, d->target, (size_t)d->n * 12, 0, &tgt))
+  const tg_memory mem = m->store_mem;
+  if (tg_tape_input_borrowed(t, TG_F32, 2, sp, m->store_ptr[0], (size_t)d->n * 12, mem, m->store_dev, TG_REQUIRES_GRAD,
+                             &m->pos) ||
+      tg_tape_input_borrowed(t, TG_F32, 2, sx, m->store_ptr[1], (size_t)(d->n * d->f_in) * 4, mem, m->store_dev,
+                             TG_REQUIRES_GRAD, &m->x) ||
+      tg_tape_input_borrowed(t, TG_F32, 2, sp, m->store_ptr[2], (size_t)d->n * 12, mem, m->store_dev, 0, &tgt))
     return TG_NO_ID;
   tg_id q = tg_scale(t, m->pos, 1.0 / d->cutoff);
   tg_id h = layer(m, 0, q, m->x);

@@ -24,6 +24,9 @@
  * Gradients reach p (input with requires-grad), x (likewise) and every weight; Adam (PyTorch's).
  * freeze_score: W1, b1, W2, b2 of both layers stay at their initial values (recorded as inputs
  * without gradient each step, so Adam never sees them); the rest trains.
+ * The data stay resident: parameters the model never reads hold positions, features and target (no
+ * gradient reaches them, so Adam leaves them alone), exported once (tg_tape_export_dlpack, on the
+ * device on a CUDA runtime) and handed to each step as borrowed inputs — no per-step upload.
  * dtype bf16 (CUDA): the weights and Adam stay f32; the attention op runs on bf16 copies of its
  * inputs (positions f32) and its output is cast back to f32; everything else is f32.
  *
@@ -78,6 +81,11 @@ typedef struct pc_model {
   float *frozen[PC_PARAMS]; /* host values of the frozen score weights (NULL otherwise) */
   int64_t shape[PC_PARAMS][2];
   tg_id pos, x; /* this step's position and feature inputs (after pc_train_step) */
+  /* positions, features, target kept resident where the runtime computes (see pc_model_init) */
+  struct DLManagedTensor *store[3];
+  const void *store_ptr[3];
+  tg_memory store_mem;
+  int store_dev;
   uint64_t steps;
   double phase_s[3]; /* cfg.profile: forward, backward, Adam */
 } pc_model;

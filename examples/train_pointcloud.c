@@ -15,8 +15,8 @@
  * --check-freeze-ratio R: train twice from the same initial weights, with the score network trained
  * and then frozen (--freeze-score), and fail unless frozen final loss >= R * trained final loss.
  * Timing, as train_gat: the median over the steps after the first 10 (all steps when there are
- * fewer than 20) of the wall time of one step (forward, backward, Adam, the loss read back and the
- * upload of positions, features and target), the device synchronised at its start and end. Peak:
+ * fewer than 20) of the wall time of one step (forward, backward, Adam, the loss read back; the data
+ * stay resident, pointcloud.h), the device synchronised at its start and end. Peak:
  * tg_runtime_memory's peak during the last step minus the bytes held before it (pointcloud_torch.py's
  * rule: parameters, Adam state and the graph are not counted).
  * Exit: 0, 1 (failure or a failed check), 2 (usage).
