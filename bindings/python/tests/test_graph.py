@@ -95,6 +95,34 @@ def test_graph_gradcheck(graph, rng):
     assert res.passed
 
 
+def test_edge_attention(graph, rng):
+    rt, rel, nq, nk = graph
+    tape = tiga.Tape(rt)
+    dst, src = edges(rel)
+    E, H, F, hid, dim, Fs, Fd, Fe = len(src), 2, 3, 4, 2, 3, 2, 1
+    ps, pd = rng.standard_normal((nk, dim)), rng.standard_normal((nq, dim))
+    xs, xd = rng.standard_normal((nk, Fs)), rng.standard_normal((nq, Fd))
+    fe, values = rng.standard_normal((E, Fe)), rng.standard_normal((nk, H, F))
+    w1, b1 = rng.standard_normal((dim + Fs + Fd + Fe, hid)), rng.standard_normal(hid)
+    w2, b2 = rng.standard_normal((hid, H)), rng.standard_normal(H)
+    inp = tape.input
+    out = tiga.edge_attention(rel, inp(values), inp(w1), inp(w2), pos_src=inp(ps), pos_dst=inp(pd), x_src=inp(xs),
+                              x_dst=inp(xd), edge_feat=inp(fe), b1=inp(b1), b2=inp(b2), negative_slope=0.1).numpy()
+    a = np.concatenate([ps[src] - pd[dst], xs[src], xd[dst], fe], axis=1) @ w1 + b1
+    sc = np.where(a > 0, a, 0.1 * a) @ w2 + b2
+    want = np.zeros((nq, H, F))
+    for i in range(nq):
+        m = dst == i
+        if m.any():
+            for h in range(H):
+                e = np.exp(sc[m, h] - sc[m, h].max())
+                want[i, h] = (e / e.sum()) @ values[src[m], h]
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
+    res = tiga.gradcheck(lambda v, p, q, a1, a2: tiga.sum(tiga.tanh(tiga.edge_attention(
+        rel, v, a1, a2, pos_src=p, pos_dst=q))), [values, ps, pd, rng.standard_normal((dim, hid)), w2], runtime=rt)
+    assert res.passed
+
+
 def test_radius_vs_brute_force(rng):
     rt = tiga.Runtime()
     pos = rng.random((40, 3))
