@@ -5,7 +5,8 @@
 //                                            the random-order graphs also with schedules (BFS and
 //                                            Morton from the positions; attention_csr.h)
 //   bench_attention_csr --graph FILE         the target configs on a CSR file: int64 n, int64 nnz,
-//                                            float32 pos[n*3], int64 row_ptr[n+1], int32 col_idx[nnz]
+//                                            float32 pos[n*3], int64 row_ptr[n+1], int32 col_idx[nnz];
+//                                            and the schedules (Morton from the file's positions)
 // A long log goes to $OUT/bench_attention_csr.log when OUT is set; the last lines are a short table.
 // Graphs and the float64 reference: bench/attention_csr_ref.h.
 #include <algorithm>
@@ -578,19 +579,22 @@ static bool bench_on(const Graph &g, const char *gname, bool with_target) {
   return all;
 }
 
-// Morton schedule of radius_graph(n, rc, seed, false)'s points: the same draws give the same
-// positions (uniform in the unit cube); 21 bits per coordinate, interleaved (x lowest), sorted by
-// (code, index).
-static std::vector<int32_t> morton_sched(int64_t n, uint64_t seed) {
-  Rng r{seed};
+// Morton schedule of points x [n, 3]: coordinates scaled by the largest extent to 21 bits each,
+// interleaved (x lowest), sorted by (code, index).
+static std::vector<int32_t> morton_sched(const std::vector<float> &x, int64_t n) {
   std::vector<std::pair<uint64_t, int32_t>> key(n);
-  std::vector<float> x(n * 3);
-  for (auto &c : x)
-    c = (float)r.uni();
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, ext = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d)
+      lo[d] = std::min(lo[d], (double)x[i * 3 + d]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d)
+      ext = std::max(ext, (double)x[i * 3 + d] - lo[d]);
+  const double scale = ext > 0 ? 2097152.0 / ext : 0;
   for (int64_t i = 0; i < n; ++i) {
     uint64_t code = 0;
     for (int d = 0; d < 3; ++d) {
-      const uint64_t qd = std::min<uint64_t>((uint64_t)((double)x[i * 3 + d] * 2097152.0), 2097151);
+      const uint64_t qd = std::min<uint64_t>((uint64_t)(((double)x[i * 3 + d] - lo[d]) * scale), 2097151);
       for (int b = 0; b < 21; ++b)
         code |= ((qd >> b) & 1) << (3 * b + d);
     }
@@ -607,7 +611,16 @@ static std::vector<int32_t> morton_sched(int64_t n, uint64_t seed) {
 // bisected order (leaf 4096, the library's), the Morton order of its points. Every schedule must
 // give the unscheduled run's bits (hash of out, lse and the gradients).
 static std::vector<std::string> g_sched;
-static bool bench_schedules(const Graph &g, const char *gname, uint64_t seed) {
+// The points of radius_graph(n, rc, seed, false): the same draws (uniform in the unit cube).
+static std::vector<float> radius_points(int64_t n, uint64_t seed) {
+  Rng r{seed};
+  std::vector<float> x(n * 3);
+  for (auto &c : x)
+    c = (float)r.uni();
+  return x;
+}
+
+static bool bench_schedules(const Graph &g, const char *gname, const std::vector<float> &pos) {
   std::string why;
   const int64_t leaves[2] = {0, 4096};
   Sched sg[2];
@@ -618,7 +631,7 @@ static bool bench_schedules(const Graph &g, const char *gname, uint64_t seed) {
     build_ms[x] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
   Sched sm;
-  sm.rows = morton_sched(g.nq, seed);
+  sm.rows = morton_sched(pos, g.nq);
   sm.srcs = sm.rows;
   if (!is_perm(sm.rows, g.nq)) why += " morton-not-a-permutation";
   if (!why.empty()) {
@@ -654,13 +667,13 @@ static bool bench_schedules(const Graph &g, const char *gname, uint64_t seed) {
   return ok;
 }
 
-static bool load_graph(const char *path, Graph &g) {
+static bool load_graph(const char *path, Graph &g, std::vector<float> &pos) {
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   int64_t n = 0, nnz = 0;
   bool ok = fread(&n, 8, 1, f) == 1 && fread(&nnz, 8, 1, f) == 1 && n >= 0 && nnz >= 0;
   if (ok) {
-    std::vector<float> pos(n * 3);
+    pos.resize(n * 3);
     g.nq = g.nk = n;
     g.rp.resize(n + 1);
     g.col.resize(nnz);
@@ -696,12 +709,14 @@ int main(int argc, char **argv) {
   bool ok = true;
   if (mode == "--graph") {
     Graph g;
-    if (!load_graph(arg.c_str(), g)) {
+    std::vector<float> pos;
+    if (!load_graph(arg.c_str(), g, pos)) {
       say("FAIL cannot read graph file '%s'\n", arg.c_str());
       return 1;
     }
     say("graph %s: n=%lld nnz=%lld\n", arg.c_str(), (long long)g.nq, (long long)g.nnz());
     ok = bench_on(g, "file", true);
+    ok = bench_schedules(g, "file", pos) && ok;
   } else if (mode == "--bench") {
     const struct {
       int64_t n;
@@ -715,7 +730,7 @@ int main(int argc, char **argv) {
         say("radius graph %s: n=%lld nnz=%lld (avg degree %.2f)\n", nm, (long long)g.nq, (long long)g.nnz(),
             (double)g.nnz() / g.nq);
         ok = bench_on(g, nm, !sorted) && ok;
-        if (!sorted) ok = bench_schedules(g, nm, 42) && ok;
+        if (!sorted) ok = bench_schedules(g, nm, radius_points(x.n, 42)) && ok;
       }
     // Hub: row 0 attends to all 100k nodes, vs a uniform graph of the same edge count.
     Graph gu = hub_graph(100000, 1730000, false, 7), gh = hub_graph(100000, 1730000, true, 7);
