@@ -67,6 +67,50 @@ struct CaOrder {
 };
 } // namespace
 
+// Every segment of queue longer than leaf is cut in half and each half ordered within itself as
+// the whole was (two sweeps), recursively: a k-d tree of the graph, halves along the longest
+// extent each time. The graph is first renumbered in queue's order (node x = queue[x]) so that the
+// sweeps read neighbours close in memory. Without the memory for that, queue stays as it is.
+static void bisect(const CaOrder &o, int32_t *queue, int32_t *tmp, int32_t *owner, int64_t leaf, int64_t *stack) {
+  const int64_t n = o.n;
+  int64_t m = 0;
+  for (int64_t x = 0; x < n; ++x)
+    o.g.each(queue[x], [&](int64_t) { ++m; });
+  int64_t *aptr = (int64_t *)malloc(((size_t)n + 1) * sizeof *aptr);
+  int32_t *adj = (int32_t *)malloc((size_t)(m > 0 ? m : 1) * sizeof *adj), *q = (int32_t *)malloc((size_t)n * 4);
+  if (aptr && adj && q) {
+    for (int64_t x = 0; x < n; ++x)
+      tmp[queue[x]] = (int32_t)x; // tmp: the new number of each node
+    aptr[0] = 0;
+    for (int64_t x = 0; x < n; ++x) {
+      int64_t k = aptr[x];
+      o.g.each(queue[x], [&](int64_t v) { adj[k++] = tmp[v]; });
+      aptr[x + 1] = k;
+      q[x] = (int32_t)x;
+      owner[x] = 0;
+    }
+    CaOrder r{CaGraph{n, n, true, true, aptr, nullptr, adj, nullptr}, owner, o.vis, o.stamp, n};
+    int64_t top = 0;
+    stack[top++] = 0, stack[top++] = n;
+    bool first = true; // [0, n) is ordered already
+    while (top > 0) {
+      const int64_t b = stack[--top], a = stack[--top];
+      if (!first) r.sweep(tmp, q, a, b, r.sweep(q, tmp, a, b, q[a]));
+      first = false;
+      if (b - a <= leaf) continue;
+      const int64_t mid = a + (b - a) / 2;
+      for (int64_t x = mid; x < b; ++x)
+        owner[q[x]] = (int32_t)mid;
+      stack[top++] = mid, stack[top++] = b; // the second half waits (the stack holds one per level)
+      stack[top++] = a, stack[top++] = mid;
+    }
+    for (int64_t x = 0; x < n; ++x)
+      tmp[x] = queue[q[x]];
+    memcpy(queue, tmp, (size_t)n * sizeof *queue);
+  }
+  free(aptr), free(adj), free(q);
+}
+
 extern "C" tg_status cuda_attention_csr_order_host(int64_t nq, int64_t nk, const int64_t *row_ptr,
                                                    const int32_t *col_idx, int64_t leaf, int32_t *order) {
   const bool square = nq == nk;
@@ -104,22 +148,10 @@ extern "C" tg_status cuda_attention_csr_order_host(int64_t nq, int64_t nk, const
     const bool sym = square && memcmp(tp, row_ptr, ((size_t)nq + 1) * sizeof *tp) == 0 &&
                      (nnz == 0 || memcmp(tr, col_idx, (size_t)nnz * sizeof *tr) == 0);
     CaOrder o{CaGraph{nq, nk, square, sym, row_ptr, tp, col_idx, tr}, owner, vis, 0, n};
-    // Each segment: a first sweep finds a far node, the second (from there) orders the segment by
-    // distance from it; a segment longer than leaf is then cut in half and both halves are done
-    // the same way (a k-d tree of the graph: halves along its longest extent each time).
-    int64_t top = 0;
-    stack[top++] = 0, stack[top++] = n;
-    while (top > 0) {
-      const int64_t b = stack[--top], a = stack[--top];
-      const int64_t far = o.sweep(queue, tmp, a, b, queue[a]);
-      o.sweep(tmp, queue, a, b, far);
-      if (leaf == 0 || b - a <= leaf) continue;
-      const int64_t mid = a + (b - a) / 2;
-      for (int64_t x = mid; x < b; ++x)
-        owner[queue[x]] = (int32_t)mid;
-      stack[top++] = mid, stack[top++] = b; // the second half waits (the stack holds one per level)
-      stack[top++] = a, stack[top++] = mid;
-    }
+    // The whole graph: per connected piece, a first sweep finds a far node, the second (from there)
+    // orders the piece by distance from it.
+    o.sweep(tmp, queue, 0, n, o.sweep(queue, tmp, 0, n, queue[0]));
+    if (leaf > 0 && n > leaf) bisect(o, queue, tmp, owner, leaf, stack);
     if (square) {
       memcpy(order, queue, (size_t)n * sizeof *order);
     } else {
