@@ -1,12 +1,16 @@
 // Standalone check and benchmark of the CSR attention kernels (cuda/attention_csr.h).
 //   bench_attention_csr --check [substring]  random graphs vs a float64 CPU reference (PASS/FAIL per
 //                                            case, exit 1 on any FAIL)
-//   bench_attention_csr --bench              radius graphs (ANCHORS), the target configs, a hub test
+//   bench_attention_csr --bench              radius graphs (ANCHORS), the target configs, a hub test;
+//                                            the random-order graphs also with schedules (BFS and
+//                                            Morton from the positions; attention_csr.h)
 //   bench_attention_csr --graph FILE         the target configs on a CSR file: int64 n, int64 nnz,
-//                                            float32 pos[n*3], int64 row_ptr[n+1], int32 col_idx[nnz]
+//                                            float32 pos[n*3], int64 row_ptr[n+1], int32 col_idx[nnz];
+//                                            and the schedules (Morton from the file's positions)
 // A long log goes to $OUT/bench_attention_csr.log when OUT is set; the last lines are a short table.
 // Graphs and the float64 reference: bench/attention_csr_ref.h.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -21,6 +25,9 @@
 
 #include "cuda/attention_csr.h"
 #include "bench/attention_csr_ref.h"
+// The schedule builders: compiled in here because bench/CMakeLists.txt lists the bench's sources
+// (cuda/attention_csr.cu and _bwd.cu); adding this file there instead works the same.
+#include "cuda/attention_csr_order.cu"
 
 // The library's device.cu provides these; the bench links only the CSR attention files.
 static char g_err[1024];
@@ -127,6 +134,56 @@ struct Arr {
 
 static const char *run_status(tg_status s) { return s == TG_OK ? "" : tgc_error(); }
 
+// Schedules of g: its locality order (cuda_attention_csr_order_host with this leaf: 0 plain BFS,
+// else bisected), or a random permutation of the rows and one of the sources. why: set when the
+// locality order is not a permutation.
+struct Sched {
+  std::vector<int32_t> rows, srcs;
+};
+static bool is_perm(const std::vector<int32_t> &p, int64_t n) {
+  std::vector<char> seen(n, 0);
+  if ((int64_t)p.size() != n) return false;
+  for (int32_t x : p) {
+    if (x < 0 || x >= n || seen[x]) return false;
+    seen[x] = 1;
+  }
+  return true;
+}
+static Sched graph_sched(const Graph &g, int64_t leaf, std::string &why) {
+  const bool sq = g.nq == g.nk;
+  std::vector<int32_t> o(g.nq + (sq ? 0 : g.nk), -7);
+  Sched r;
+  if (cuda_attention_csr_order_host(g.nq, g.nk, g.rp.data(), g.col.data(), leaf, o.data()) != TG_OK) {
+    why += std::string(" graph-order: ") + tgc_error();
+    return r;
+  }
+  r.rows.assign(o.begin(), o.begin() + g.nq);
+  r.srcs = sq ? r.rows : std::vector<int32_t>(o.begin() + g.nq, o.end());
+  if (!is_perm(r.rows, g.nq) || !is_perm(r.srcs, g.nk))
+    why += " graph-order-leaf" + std::to_string(leaf) + "-not-a-permutation";
+  return r;
+}
+static Sched random_sched(Rng &r, const Graph &g) {
+  Sched s;
+  for (auto [v, n] : {std::pair<std::vector<int32_t> *, int64_t>{&s.rows, g.nq}, {&s.srcs, g.nk}}) {
+    v->resize(n);
+    for (int64_t x = 0; x < n; ++x)
+      (*v)[x] = (int32_t)x;
+    for (int64_t x = n - 1; x > 0; --x)
+      std::swap((*v)[x], (*v)[r.below(x + 1)]);
+  }
+  return s;
+}
+struct DSched { // device copy
+  DBuf rows, srcs;
+  explicit DSched(const Sched &s) : rows(s.rows.size() * 4), srcs(s.srcs.size() * 4) {
+    if (!s.rows.empty()) CK(cudaMemcpy(rows.p, s.rows.data(), rows.n, cudaMemcpyHostToDevice));
+    if (!s.srcs.empty()) CK(cudaMemcpy(srcs.p, s.srcs.data(), srcs.n, cudaMemcpyHostToDevice));
+  }
+  const int32_t *r() const { return (const int32_t *)rows.p; }
+  const int32_t *s() const { return (const int32_t *)srcs.p; }
+};
+
 // Runs one case; returns true when it passes. Prints one PASS/FAIL line.
 static bool run_case(const Case &c, uint64_t seed) {
   Rng r{seed};
@@ -163,11 +220,18 @@ static bool run_case(const Case &c, uint64_t seed) {
   DBuf ws(std::max(wf, wb));
   std::string why;
   char buf[512];
-  auto forward = [&](std::vector<char> &o, std::vector<float> &l) {
+  // Schedules: the graph's bisected order (small leaves: deep bisection; the plain BFS order is
+  // checked to be a permutation too) and a random one; every run with one must give the same bits.
+  const Sched sb = graph_sched(g, 8, why), sr = random_sched(r, g);
+  (void)graph_sched(g, 0, why);
+  const DSched db(sb), dr(sr);
+  const DSched *scheds[2] = {&db, &dr};
+  const char *sname[2] = {"graph", "random"};
+  auto forward_with = [&](std::vector<char> &o, std::vector<float> &l, const int32_t *rord) {
     out.poison();
     CK(cudaMemset(lse.p, 0xFF, lse.n));
     CK(cudaMemset(ws.p, 0xFF, ws.n));
-    tg_status s = cuda_attention_csr_forward(nullptr, &sh, &csr, q.p, k.p, v.p, out.p, (float *)lse.p, ws.p, wf);
+    tg_status s = cuda_attention_csr_forward(nullptr, &sh, &csr, rord, q.p, k.p, v.p, out.p, (float *)lse.p, ws.p, wf);
     CK(cudaDeviceSynchronize());
     if (s != TG_OK) why += std::string(" forward: ") + run_status(s);
     o = out.get();
@@ -176,8 +240,14 @@ static bool run_case(const Case &c, uint64_t seed) {
   };
   std::vector<char> o1, o2;
   std::vector<float> l1, l2;
-  forward(o1, l1);
-  forward(o2, l2);
+  forward_with(o1, l1, nullptr);
+  for (int x = 0; x < 2; ++x) {
+    if (x == 0 && sb.rows.empty()) continue; // the graph order failed (reported above)
+    forward_with(o2, l2, scheds[x]->r());
+    if (o1 != o2 || memcmp(l1.data(), l2.data(), l1.size() * 4) != 0)
+      why += std::string(" forward-") + sname[x] + "-schedule-not-bit-identical";
+  }
+  forward_with(o2, l2, nullptr);
   if (o1 != o2 || memcmp(l1.data(), l2.data(), l1.size() * 4) != 0) why += " forward-not-bitwise-repeatable";
   // out: every element written and finite; lse: -inf exactly for the empty rows, finite elsewhere.
   std::vector<double> go(ro.size()), gl, rlf;
@@ -201,18 +271,26 @@ static bool run_case(const Case &c, uint64_t seed) {
   if (c.bwd) {
     std::vector<char> r1[3], r2[3];
     Arr *gs[3] = {&dq, &dk, &dv};
-    for (int rep = 0; rep < 2; ++rep) {
+    auto backward_with = [&](std::vector<char>(&res)[3], const int32_t *rord, const int32_t *sord) {
       dq.put(hg0q), dk.put(hg0k), dv.put(hg0v);
       CK(cudaMemset(ws.p, 0xFF, ws.n));
-      tg_status s = cuda_attention_csr_backward(nullptr, &sh, &csr, q.p, k.p, v.p, out.p, dout.p, (const float *)lse.p,
-                                                dq.p, dk.p, dv.p, ws.p, wb);
+      tg_status s = cuda_attention_csr_backward(nullptr, &sh, &csr, rord, sord, q.p, k.p, v.p, out.p, dout.p,
+                                                (const float *)lse.p, dq.p, dk.p, dv.p, ws.p, wb);
       CK(cudaDeviceSynchronize());
       if (s != TG_OK) why += std::string(" backward: ") + run_status(s);
       for (int x = 0; x < 3; ++x)
-        (rep ? r2 : r1)[x] = gs[x]->get();
-    }
+        res[x] = gs[x]->get();
+    };
+    backward_with(r1, nullptr, nullptr);
+    backward_with(r2, nullptr, nullptr);
     for (int x = 0; x < 3; ++x)
       if (r1[x] != r2[x]) why += " backward-not-bitwise-repeatable";
+    for (int y = 0; y < 2; ++y) {
+      if (y == 0 && sb.rows.empty()) continue;
+      backward_with(r2, scheds[y]->r(), scheds[y]->s());
+      for (int x = 0; x < 3; ++x)
+        if (r1[x] != r2[x]) why += std::string(" backward-") + sname[y] + "-schedule-not-bit-identical";
+    }
     const std::vector<double> *ref[3] = {&rdq, &rdk, &rdv};
     const std::vector<float> *g0[3] = {&f0q, &f0k, &f0v};
     const char *nm[3] = {"dq", "dk", "dv"};
@@ -284,8 +362,9 @@ static bool check_api() {
   float *lse = (float *)(b + 8192);
   tgc_csr wrong = csr;
   wrong.nk = 4;
-  expect("csr-shape", cuda_attention_csr_forward(nullptr, &sh, &wrong, b, b, b, b, lse, ws.p, ws.n), TG_ERR_SHAPE);
-  expect("forward", cuda_attention_csr_forward(nullptr, &sh, &csr, b, b, b, b + 4096, lse, ws.p, ws.n), TG_OK);
+  expect("csr-shape", cuda_attention_csr_forward(nullptr, &sh, &wrong, nullptr, b, b, b, b, lse, ws.p, ws.n),
+         TG_ERR_SHAPE);
+  expect("forward", cuda_attention_csr_forward(nullptr, &sh, &csr, nullptr, b, b, b, b + 4096, lse, ws.p, ws.n), TG_OK);
   cuda_attention_csr_set_chunk(1); // every row of > 1 edge splits: the forward needs a workspace
   rp_h[1] = 0, rp_h[2] = 2;
   csr.nnz = 2;
@@ -295,11 +374,12 @@ static bool check_api() {
   CK(cudaMemcpy(rp.p, rp_h, sizeof rp_h, cudaMemcpyHostToDevice));
   const size_t need = cuda_attention_csr_forward_workspace(&sh, &csr);
   if (need == 0) why += " ws-size";
-  expect("ws-small", cuda_attention_csr_forward(nullptr, &sh, &csr, b, b, b, b + 4096, lse, ws.p, need - 1),
+  expect("ws-small", cuda_attention_csr_forward(nullptr, &sh, &csr, nullptr, b, b, b, b + 4096, lse, ws.p, need - 1),
          TG_ERR_INVALID_ARGUMENT);
   cuda_attention_csr_set_chunk(0);
   expect("no-transpose",
-         cuda_attention_csr_backward(nullptr, &sh, &csr, b, b, b, b, b, lse, b + 4096, b + 8192, b + 12288, ws.p, ws.n),
+         cuda_attention_csr_backward(nullptr, &sh, &csr, nullptr, nullptr, b, b, b, b, b, lse, b + 4096, b + 8192,
+                                     b + 12288, ws.p, ws.n),
          TG_ERR_INVALID_ARGUMENT);
   CK(cudaDeviceSynchronize());
   say("%s %-44s%s%s\n", why.empty() ? "PASS" : "FAIL", "api: argument checks", why.empty() ? "" : " :", why.c_str());
@@ -391,14 +471,35 @@ template <typename F> static double time_ms(F f) {
 }
 
 struct BRes {
-  double fwd, fb, gbs_f, gbs_fb, gath_f, gath_fb;
+  double fwd, bwd, fb, gbs_f, gbs_fb, gath_f, gath_fb;
+  unsigned long long hash; // of out, lse, dq, dk, dv after one forward + backward from zero gradients
   bool ok;
 };
+
+// Order-independent hash of a buffer's bytes (sum of hashes of (index, word), exact integer atomics).
+__global__ void hash_kernel(const uint32_t *p, size_t n, unsigned long long *acc) {
+  unsigned long long h = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    h += dev_mix(((uint64_t)i << 32) ^ p[i]);
+  atomicAdd(acc, h);
+}
+static unsigned long long hash_dev(std::initializer_list<const DBuf *> bufs) {
+  DBuf acc(8);
+  CK(cudaMemset(acc.p, 0, 8));
+  for (const DBuf *b : bufs)
+    hash_kernel<<<1024, 256>>>((const uint32_t *)b->p, b->n / 4, (unsigned long long *)acc.p);
+  CK(cudaGetLastError());
+  unsigned long long h = 0;
+  CK(cudaMemcpy(&h, acc.p, 8, cudaMemcpyDeviceToHost));
+  return h;
+}
 
 // B = 1, Hq = Hkv = H, D = Dv. Bytes the kernels must move (each tensor once): forward q, k, v, out,
 // lse, CSR; backward q, k, v, out, dout, lse, dq/dk/dv read and written, CSR and transpose.
 // Gathered bytes: the k and v rows read per edge (forward), plus q and dout per edge (backward).
-static BRes bench_graph(const Graph &g, const Dev &dg, tg_dtype dt, int H, int D) {
+// rord / sord: schedules (NULL: none).
+static BRes bench_graph(const Graph &g, const Dev &dg, tg_dtype dt, int H, int D, const int32_t *rord = nullptr,
+                        const int32_t *sord = nullptr) {
   const int64_t n = g.nq, E = g.nnz();
   const size_t el = (size_t)n * H * D, es = dsize(dt);
   tgc_csr csr = dg.csr(g);
@@ -414,19 +515,25 @@ static BRes bench_graph(const Graph &g, const Dev &dg, tg_dtype dt, int H, int D
   DBuf ws(std::max(wf, wb));
   bool ok = true;
   auto fwd = [&] {
-    tg_status s = cuda_attention_csr_forward(nullptr, &sh, &csr, q.p, k.p, v.p, out.p, (float *)lse.p, ws.p, wf);
+    tg_status s = cuda_attention_csr_forward(nullptr, &sh, &csr, rord, q.p, k.p, v.p, out.p, (float *)lse.p, ws.p, wf);
     if (s != TG_OK && ok) say("FAIL forward: %s\n", tgc_error()), ok = false;
   };
-  auto fb = [&] {
-    fwd();
-    tg_status s = cuda_attention_csr_backward(nullptr, &sh, &csr, q.p, k.p, v.p, out.p, dout.p, (const float *)lse.p,
-                                              dq.p, dk.p, dv.p, ws.p, wb);
+  auto bwd = [&] {
+    tg_status s = cuda_attention_csr_backward(nullptr, &sh, &csr, rord, sord, q.p, k.p, v.p, out.p, dout.p,
+                                              (const float *)lse.p, dq.p, dk.p, dv.p, ws.p, wb);
     if (s != TG_OK && ok) say("FAIL backward: %s\n", tgc_error()), ok = false;
   };
+  auto fb = [&] { fwd(), bwd(); };
   BRes r{};
   r.fwd = time_ms(fwd);
+  r.bwd = time_ms(bwd);
   r.fb = time_ms(fb);
+  CK(cudaMemset(dq.p, 0, dq.n));
+  CK(cudaMemset(dk.p, 0, dk.n));
+  CK(cudaMemset(dv.p, 0, dv.n));
+  fb();
   CK(cudaDeviceSynchronize());
+  r.hash = hash_dev({&out, &lse, &dq, &dk, &dv});
   std::vector<float> l(std::min<int64_t>(n * H, 4096));
   CK(cudaMemcpy(l.data(), lse.p, l.size() * 4, cudaMemcpyDeviceToHost));
   for (float x : l)
@@ -472,13 +579,101 @@ static bool bench_on(const Graph &g, const char *gname, bool with_target) {
   return all;
 }
 
-static bool load_graph(const char *path, Graph &g) {
+// Morton schedule of points x [n, 3]: coordinates scaled by the largest extent to 21 bits each,
+// interleaved (x lowest), sorted by (code, index).
+static std::vector<int32_t> morton_sched(const std::vector<float> &x, int64_t n) {
+  std::vector<std::pair<uint64_t, int32_t>> key(n);
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, ext = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d)
+      lo[d] = std::min(lo[d], (double)x[i * 3 + d]);
+  for (int64_t i = 0; i < n; ++i)
+    for (int d = 0; d < 3; ++d)
+      ext = std::max(ext, (double)x[i * 3 + d] - lo[d]);
+  const double scale = ext > 0 ? 2097152.0 / ext : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t code = 0;
+    for (int d = 0; d < 3; ++d) {
+      const uint64_t qd = std::min<uint64_t>((uint64_t)(((double)x[i * 3 + d] - lo[d]) * scale), 2097151);
+      for (int b = 0; b < 21; ++b)
+        code |= ((qd >> b) & 1) << (3 * b + d);
+    }
+    key[i] = {code, (int32_t)i};
+  }
+  std::sort(key.begin(), key.end());
+  std::vector<int32_t> o(n);
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = key[i].second;
+  return o;
+}
+
+// The schedule configs on a random-order radius graph: no schedule, its plain BFS order, its
+// bisected order (leaf 4096, the library's), the Morton order of its points. Every schedule must
+// give the unscheduled run's bits (hash of out, lse and the gradients).
+static std::vector<std::string> g_sched;
+// The points of radius_graph(n, rc, seed, false): the same draws (uniform in the unit cube).
+static std::vector<float> radius_points(int64_t n, uint64_t seed) {
+  Rng r{seed};
+  std::vector<float> x(n * 3);
+  for (auto &c : x)
+    c = (float)r.uni();
+  return x;
+}
+
+static bool bench_schedules(const Graph &g, const char *gname, const std::vector<float> &pos) {
+  std::string why;
+  const int64_t leaves[2] = {0, 4096};
+  Sched sg[2];
+  double build_ms[2];
+  for (int x = 0; x < 2; ++x) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sg[x] = graph_sched(g, leaves[x], why);
+    build_ms[x] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+  Sched sm;
+  sm.rows = morton_sched(pos, g.nq);
+  sm.srcs = sm.rows;
+  if (!is_perm(sm.rows, g.nq)) why += " morton-not-a-permutation";
+  if (!why.empty()) {
+    say("FAIL schedules %s:%s\n", gname, why.c_str());
+    return false;
+  }
+  char line[300];
+  snprintf(line, sizeof line, "%-5s host build of the graph orders: bfs %.1f ms, bisect %.1f ms", gname, build_ms[0],
+           build_ms[1]);
+  say("RESULT %s\n", line);
+  g_sched.push_back(line);
+  Dev dg(g);
+  const DSched d1(sg[0]), d2(sg[1]), dm(sm);
+  const Cfg cf[] = {
+      {"f32 H8 D64", TG_F32, 8, 64, 0}, {"bf16 H8 D64", TG_BF16, 8, 64, 0}, {"f32 H4 D16", TG_F32, 4, 16, 0}};
+  bool ok = true;
+  for (const Cfg &c : cf) {
+    BRes rs[4];
+    const DSched *ds[4] = {nullptr, &d1, &d2, &dm};
+    const char *nm[4] = {"none", "bfs", "bisect", "morton"};
+    for (int x = 0; x < 4; ++x)
+      rs[x] = bench_graph(g, dg, c.dt, c.H, c.D, ds[x] ? ds[x]->r() : nullptr, ds[x] ? ds[x]->s() : nullptr);
+    for (int x = 0; x < 4; ++x) {
+      const bool same = rs[x].hash == rs[0].hash;
+      snprintf(line, sizeof line, "%-12s %-5s %-7s fwd %7.3f  bwd %7.3f  fwd+bwd %7.3f ms  x%.2f vs none%s%s", c.name,
+               gname, nm[x], rs[x].fwd, rs[x].bwd, rs[x].fb, rs[0].fb / rs[x].fb, same ? "" : " FAIL: bits differ",
+               rs[x].ok ? "" : " FAIL");
+      say("RESULT %s\n", line);
+      g_sched.push_back(line);
+      ok = ok && same && rs[x].ok;
+    }
+  }
+  return ok;
+}
+
+static bool load_graph(const char *path, Graph &g, std::vector<float> &pos) {
   FILE *f = fopen(path, "rb");
   if (!f) return false;
   int64_t n = 0, nnz = 0;
   bool ok = fread(&n, 8, 1, f) == 1 && fread(&nnz, 8, 1, f) == 1 && n >= 0 && nnz >= 0;
   if (ok) {
-    std::vector<float> pos(n * 3);
+    pos.resize(n * 3);
     g.nq = g.nk = n;
     g.rp.resize(n + 1);
     g.col.resize(nnz);
@@ -514,12 +709,14 @@ int main(int argc, char **argv) {
   bool ok = true;
   if (mode == "--graph") {
     Graph g;
-    if (!load_graph(arg.c_str(), g)) {
+    std::vector<float> pos;
+    if (!load_graph(arg.c_str(), g, pos)) {
       say("FAIL cannot read graph file '%s'\n", arg.c_str());
       return 1;
     }
     say("graph %s: n=%lld nnz=%lld\n", arg.c_str(), (long long)g.nq, (long long)g.nnz());
     ok = bench_on(g, "file", true);
+    ok = bench_schedules(g, "file", pos) && ok;
   } else if (mode == "--bench") {
     const struct {
       int64_t n;
@@ -533,6 +730,7 @@ int main(int argc, char **argv) {
         say("radius graph %s: n=%lld nnz=%lld (avg degree %.2f)\n", nm, (long long)g.nq, (long long)g.nnz(),
             (double)g.nnz() / g.nq);
         ok = bench_on(g, nm, !sorted) && ok;
+        if (!sorted) ok = bench_schedules(g, nm, radius_points(x.n, 42)) && ok;
       }
     // Hub: row 0 attends to all 100k nodes, vs a uniform graph of the same edge count.
     Graph gu = hub_graph(100000, 1730000, false, 7), gh = hub_graph(100000, 1730000, true, 7);
@@ -555,6 +753,10 @@ int main(int argc, char **argv) {
   }
   say("\n==== summary (unique: bytes each tensor moved once / time; gathered: per-edge row reads / time)\n");
   for (auto &l : g_table)
+    say("%s\n", l.c_str());
+  if (!g_sched.empty())
+    say("\n==== schedules (random node order; bfs / bisect: the graph's own orders; morton: the points')\n");
+  for (auto &l : g_sched)
     say("%s\n", l.c_str());
   if (g_log) fclose(g_log);
   return ok ? 0 : 1;

@@ -208,6 +208,7 @@ struct CaFwd {
   float *lse;
   const int64_t *row_ptr;
   const int32_t *col;
+  const int32_t *order; // row schedule (NULL: identity)
   int64_t B, Nq, Nk;
   int Hq, Hkv, D, Dv, group;
   float sl2; // scale * log2(e): scores in base 2
@@ -352,8 +353,10 @@ __global__ void __launch_bounds__(CA_WPB * 32, CA_MINB) ca_fwd_kernel(const CaFw
   }
   const int64_t w = (int64_t)(blockIdx.x - p.grid.split_blocks) * CA_WPB + wib;
   if (w >= p.Nq * per) return;
-  const int64_t i = w / per, rem = w - i * per, b = rem / p.grid.nhb;
+  const int64_t x = w / per, rem = w - x * per, b = rem / p.grid.nhb;
   const int hb = (int)(rem - b * p.grid.nhb);
+  const int64_t i = p.order ? (int64_t)p.order[x] : x;
+  if (i < 0 || i >= p.Nq) return; // not a schedule entry: skipped (attention_csr.h)
   const int64_t e0 = p.row_ptr[i], e1 = p.row_ptr[i + 1];
   if (e1 - e0 > p.sc.chunk) return; // a split row: the split blocks and the merge handle it
   ca_fwd_unit<T, LPH, NC, DROP>(p, b, hb, i, e0, e1, -1);
@@ -463,8 +466,8 @@ unsigned ca_merge_blocks(const CaPlan &pl, int64_t B, int H) {
 }
 
 extern "C" tg_status cuda_attention_csr_forward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr,
-                                                const void *q, const void *k, const void *v, void *out, float *lse,
-                                                void *ws, size_t ws_bytes) {
+                                                const int32_t *row_order, const void *q, const void *k, const void *v,
+                                                void *out, float *lse, void *ws, size_t ws_bytes) {
   tg_status stt = ca_check(sh, false);
   if (stt == TG_OK) stt = ca_check_csr(sh, csr, false);
   if (stt != TG_OK) return stt;
@@ -481,7 +484,7 @@ extern "C" tg_status cuda_attention_csr_forward(tgc_stream s, const tgc_csr_attn
   const int V = ca_vwidth(sh->dtype), lph = ca_lph(std::max(sh->D, sh->Dv), V);
   const int nc = (std::max(sh->D, sh->Dv) + lph * V - 1) / (lph * V);
   p.q = q, p.k = k, p.v = v, p.out = out, p.lse = lse;
-  p.row_ptr = csr->row_ptr, p.col = csr->col_idx;
+  p.row_ptr = csr->row_ptr, p.col = csr->col_idx, p.order = row_order;
   p.B = sh->B, p.Nq = sh->Nq, p.Nk = sh->Nk;
   p.Hq = sh->Hq, p.Hkv = sh->Hkv, p.D = sh->D, p.Dv = sh->Dv, p.group = sh->Hq / sh->Hkv;
   p.sl2 = sh->scale * CA_LOG2E;

@@ -20,7 +20,13 @@
  * Storage dtypes F32, F16, BF16; math in f32. Limits: D, Dv in 1..256 (forward); backward
  * D, Dv <= 128 for F32 and <= 256 for F16 / BF16.
  * Long rows (and, in the backward, long sources) are split into chunks that run on different
- * warps; their partial results go to the workspace and are merged in chunk order. */
+ * warps; their partial results go to the workspace and are merged in chunk order.
+ * Schedules (row_order, src_order): optional device int32 permutations of [0, Nq) / [0, Nk), NULL
+ * for the identity. Warps that run at the same time take consecutive entries of the schedule, so a
+ * schedule that puts nearby nodes next to each other (a Morton or BFS order) makes their gathers of
+ * k / v (rows) and q / dout (sources) hit L2. Which warp handles a row changes, nothing else: the
+ * results are bit-identical with and without a schedule. An entry outside [0, N) is skipped (its
+ * row is then not computed); a schedule that is not a permutation gives wrong results. */
 #ifndef TIGA_CUDA_ATTENTION_CSR_H
 #define TIGA_CUDA_ATTENTION_CSR_H
 #include "launch.h"
@@ -54,16 +60,37 @@ tg_status cuda_attention_csr_backward_supported(const tgc_csr_attn_shape *sh);
 size_t cuda_attention_csr_forward_workspace(const tgc_csr_attn_shape *sh, const tgc_csr *csr);
 size_t cuda_attention_csr_backward_workspace(const tgc_csr_attn_shape *sh, const tgc_csr *csr);
 
-/* Forward: writes out and lse. ws: ws_bytes >= cuda_attention_csr_forward_workspace bytes. */
-tg_status cuda_attention_csr_forward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr, const void *q,
-                                     const void *k, const void *v, void *out, float *lse, void *ws, size_t ws_bytes);
+/* Forward: writes out and lse. row_order: NULL or a schedule of the rows (above). ws: ws_bytes >=
+ * cuda_attention_csr_forward_workspace bytes. */
+tg_status cuda_attention_csr_forward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr,
+                                     const int32_t *row_order, const void *q, const void *k, const void *v, void *out,
+                                     float *lse, void *ws, size_t ws_bytes);
 
 /* Backward: dq, dk, dv (three distinct buffers, none aliasing an input) are ACCUMULATED into (+=).
  * out and lse are the forward's (same shape, same dropout stream). Needs csr's transpose
- * (t_ptr, t_row) when nnz > 0. ws: ws_bytes >= cuda_attention_csr_backward_workspace bytes. */
-tg_status cuda_attention_csr_backward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr, const void *q,
-                                      const void *k, const void *v, const void *out, const void *dout, const float *lse,
-                                      void *dq, void *dk, void *dv, void *ws, size_t ws_bytes);
+ * (t_ptr, t_row) when nnz > 0. row_order / src_order: NULL or schedules of the rows (dq pass) and
+ * of the sources (dk / dv pass). ws: ws_bytes >= cuda_attention_csr_backward_workspace bytes. */
+tg_status cuda_attention_csr_backward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr,
+                                      const int32_t *row_order, const int32_t *src_order, const void *q, const void *k,
+                                      const void *v, const void *out, const void *dout, const float *lse, void *dq,
+                                      void *dk, void *dv, void *ws, size_t ws_bytes);
+
+/* Schedules (cuda/attention_csr_order.cu). A graph's locality order on the host: breadth-first
+ * sweeps (the first finds a far node, the second orders the nodes by their distance from it, per
+ * connected piece: Cuthill-McKee without the degree sort, for cache locality, not bandwidth); with
+ * leaf > 0, every segment of the order longer than leaf is then cut in half and each half ordered
+ * the same way within itself (a k-d tree of the graph; O((nodes + edges) log(nodes / leaf))), with
+ * leaf 0 not (O(nodes + edges)). Square (nq == nk): rows and sources are one node set, neighbours
+ * are both edge directions, and order[0, nq) serves as both schedules. Else rows and sources are
+ * the two sides of a bipartite graph: order[0, nq) is the row schedule and order[nq, nq + nk) the
+ * source schedule. row_ptr / col_idx: a valid host CSR (tgc_csr's layout). TG_ERR_OUT_OF_MEMORY
+ * when scratch cannot be had, TG_ERR_INVALID_ARGUMENT for a size out of range; order is then
+ * untouched. */
+tg_status cuda_attention_csr_order_host(int64_t nq, int64_t nk, const int64_t *row_ptr, const int32_t *col_idx,
+                                        int64_t leaf, int32_t *order);
+/* order[r] = (int32) perm[r] for r < n, on stream s (device arrays): a spatial sort's int64
+ * permutation (tg_radius_options' perm_out) as a schedule. */
+tg_status cuda_attention_csr_order_from_perm(tgc_stream s, const int64_t *perm, int64_t n, int32_t *order);
 
 /* Tests and benchmarks only (the library never calls it): chunk length of the long-row split; a row
  * (source) with more entries than that is split. 0, the default: chosen from the shape (at least

@@ -12,6 +12,7 @@ struct CaBwd {
   void *dq, *dk, *dv;
   const int64_t *row_ptr, *t_ptr;
   const int32_t *col, *t_row;
+  const int32_t *rord, *sord; // row and source schedules (NULL: identity)
   int64_t B, Nq, Nk;
   int Hq, Hkv, D, Dv, group;
   float scale, sl2;
@@ -133,8 +134,10 @@ __global__ void __launch_bounds__(CA_WPB * 32, CA_MINB_DQ) ca_dq_kernel(const Ca
   }
   const int64_t w = (int64_t)(blockIdx.x - p.gq.split_blocks) * CA_WPB + wib;
   if (w >= p.Nq * per) return;
-  const int64_t i = w / per, rem = w - i * per, b = rem / p.gq.nhb;
+  const int64_t x = w / per, rem = w - x * per, b = rem / p.gq.nhb;
   const int hb = (int)(rem - b * p.gq.nhb);
+  const int64_t i = p.rord ? (int64_t)p.rord[x] : x;
+  if (i < 0 || i >= p.Nq) return; // not a schedule entry: skipped (attention_csr.h)
   const int64_t e0 = p.row_ptr[i], e1 = p.row_ptr[i + 1];
   if (e1 - e0 > p.sq.chunk) return;
   ca_dq_unit<T, LPH, DROP>(p, b, hb, i, e0, e1, -1);
@@ -253,8 +256,10 @@ __global__ void __launch_bounds__(CA_WPB * 32, CA_MINB_KV) ca_dkv_kernel(const C
   }
   const int64_t w = (int64_t)(blockIdx.x - p.gk.split_blocks) * CA_WPB + wib;
   if (w >= p.Nk * per) return;
-  const int64_t j = w / per, rem = w - j * per, b = rem / p.gk.nhb;
+  const int64_t x = w / per, rem = w - x * per, b = rem / p.gk.nhb;
   const int gb = (int)(rem - b * p.gk.nhb);
+  const int64_t j = p.sord ? (int64_t)p.sord[x] : x;
+  if (j < 0 || j >= p.Nk) return; // not a schedule entry: skipped (attention_csr.h)
   const int64_t t0 = p.t_ptr[j], t1 = p.t_ptr[j + 1];
   if (t1 - t0 > p.sk.chunk) return;
   ca_dkv_unit<T, LPH, DROP>(p, b, gb, j, t0, t1, -1);
@@ -355,9 +360,10 @@ static tg_status ca_bwd_dispatch(const CaBwd &p, const CaBwdLayout &L, int lph, 
 }
 
 extern "C" tg_status cuda_attention_csr_backward(tgc_stream s, const tgc_csr_attn_shape *sh, const tgc_csr *csr,
-                                                 const void *q, const void *k, const void *v, const void *out,
-                                                 const void *dout, const float *lse, void *dq, void *dk, void *dv,
-                                                 void *ws, size_t ws_bytes) {
+                                                 const int32_t *row_order, const int32_t *src_order, const void *q,
+                                                 const void *k, const void *v, const void *out, const void *dout,
+                                                 const float *lse, void *dq, void *dk, void *dv, void *ws,
+                                                 size_t ws_bytes) {
   tg_status stt = ca_check(sh, true);
   if (stt == TG_OK) stt = ca_check_csr(sh, csr, true);
   if (stt != TG_OK) return stt;
@@ -376,6 +382,7 @@ extern "C" tg_status cuda_attention_csr_backward(tgc_stream s, const tgc_csr_att
   CaBwd p{};
   p.q = q, p.k = k, p.v = v, p.out = out, p.dout = dout, p.lse = lse, p.dq = dq, p.dk = dk, p.dv = dv;
   p.row_ptr = csr->row_ptr, p.col = csr->col_idx, p.t_ptr = csr->t_ptr, p.t_row = csr->t_row;
+  p.rord = row_order, p.sord = src_order;
   p.B = sh->B, p.Nq = sh->Nq, p.Nk = sh->Nk;
   p.Hq = sh->Hq, p.Hkv = sh->Hkv, p.D = sh->D, p.Dv = sh->Dv, p.group = sh->Hq / sh->Hkv;
   p.scale = sh->scale;

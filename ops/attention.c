@@ -5,7 +5,8 @@
  *   CUDA_COMPOSED  cuBLAS + masked softmax; saves P, f32 [B,Hq,Nq,Nk]
  *   CUDA_FUSED     online softmax (cuda/attention_fused.h; a CSR / CONCAT relation: the row-centric
  *                  graph kernels of cuda/attention_csr.h over the relation's device CSR and its
- *                  transpose); saves only lse, f32 [B,Hq,Nq]
+ *                  transpose, in the relation's locality schedule on large graphs: csr_order);
+ *                  saves only lse, f32 [B,Hq,Nq]
  * Attention dropout (tiga.h) on every provider: the node keeps (seed, call, keep) and the
  * backward regenerates the mask.
  * The node holds a reference to the relation (ops/relation.h), and the CUDA providers read the
@@ -156,6 +157,19 @@ static void csr_shape(const attn_state *st, tg_dtype dt, tgc_csr_attn_shape *sh)
                              .drop_keep = st->keep < 1 ? st->keep : 0,
                              .drop_seed = st->seed,
                              .drop_call = st->call};
+}
+
+/* The fused CSR kernels' schedules (ops/relation.h: dev.order), asked for only when the rows a
+ * pass gathers (k and v for the rows, q and dout for the sources) are too many for L2 to keep
+ * between their uses in the graph's own order. 16 MiB: below it the rows fit in the L2 of any GPU
+ * the fused kernels target (40 MiB and up) whatever the order, and no schedule is built; above it a
+ * schedule costs one int32 load per warp, and its one-time build is O(nodes + edges). */
+#define CSR_ORDER_MIN_BYTES ((int64_t)16 << 20)
+static void csr_order(const attn_state *st, tg_dtype dt, const int32_t **row, const int32_t **src) {
+  const int64_t es = (int64_t)tg_dtype_size(dt), w = st->D + st->Dv;
+  const int64_t kv = st->B * st->Nk * st->Hkv * w * es, qo = st->B * st->Nq * st->Hq * w * es;
+  *row = *src = NULL;
+  if (kv >= CSR_ORDER_MIN_BYTES || qo >= CSR_ORDER_MIN_BYTES) tgi_rel_dev_order(st->rel, row, src);
 }
 
 /* The fused kernels take this call (forward, and the backward when a gradient will be wanted);
@@ -448,10 +462,12 @@ tg_id tg_attention(tg_tape *t, tg_id q_id, tg_id k_id, tg_id v_id, const tg_rela
       if (!pl || !tgi_rel_dev_csr(t, rel, false, &csr)) return TG_NO_ID;
       tgc_csr_attn_shape sh;
       csr_shape(st, dt, &sh);
+      const int32_t *row, *src;
+      csr_order(st, dt, &row, &src);
       size_t wb = cuda_attention_csr_forward_workspace(&sh, &csr);
       void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
       if (wb && !ws) return TG_NO_ID;
-      if ((s = cuda_attention_csr_forward(TGI_STREAM(t), &sh, &csr, pq, pk, pv, po, pl, ws, wb)))
+      if ((s = cuda_attention_csr_forward(TGI_STREAM(t), &sh, &csr, row, pq, pk, pv, po, pl, ws, wb)))
         return tgi_fail_cuda(t, s, "fused CSR attention forward"), TG_NO_ID;
       saved = pl, saved_bytes = (size_t)nrows * sizeof(float);
     } else if (fused) {
@@ -565,11 +581,13 @@ static tg_status attn_backward(tg_tape *t, tgi_node *n) {
     if (!tgi_rel_dev_csr(t, st->rel, true, &csr)) return t->status;
     tgc_csr_attn_shape sh;
     csr_shape(st, dt, &sh);
+    const int32_t *row, *src;
+    csr_order(st, dt, &row, &src);
     size_t wb = cuda_attention_csr_backward_workspace(&sh, &csr);
     void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
     if (wb && !ws) return t->status;
-    if ((s = cuda_attention_csr_backward(TGI_STREAM(t), &sh, &csr, pq, pk, pv, po, gy, n->saved, d[0], d[1], d[2], ws,
-                                         wb)))
+    if ((s = cuda_attention_csr_backward(TGI_STREAM(t), &sh, &csr, row, src, pq, pk, pv, po, gy, n->saved, d[0], d[1],
+                                         d[2], ws, wb)))
       return tgi_fail_cuda(t, s, "fused CSR attention backward"), s;
   } else {
     tgc_attn_shape sh;

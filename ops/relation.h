@@ -63,6 +63,12 @@ struct tg_relation {
     int32_t *cu;      /* VARLEN: cu_q then cu_k, n_seqs + 1 each */
     size_t bytes;     /* device bytes held by the parts above */
     uint64_t uploads; /* host -> device copies made so far (tests, explain) */
+    /* CSR / CONCAT: the fused CSR attention kernels' locality schedules (cuda/attention_csr.h),
+     * counted in bytes: the row schedule [nq] and, unless nq == nk (then it serves both sides),
+     * the source schedule [nk] after it. Set by tg_relation_radius (the builder's Morton order)
+     * or tgi_rel_dev_order (the graph's own). order_tried: decided (order NULL: identity). */
+    int32_t *order;
+    bool order_tried;
   } dev;
 };
 
@@ -100,5 +106,11 @@ bool tgi_rel_dev_csr(tg_tape *t, tg_relation *r, bool transpose, tgc_csr *out);
 const uint8_t *tgi_rel_dev_mask(tg_tape *t, tg_relation *r);
 const void *tgi_rel_dev_mask_prep(tg_tape *t, tg_relation *r);
 const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r);
+/* The CSR attention schedules of a CSR / CONCAT relation (relation.h: dev.order), built once. A
+ * performance hint only: when one cannot be built (host or device memory), *row and *src are NULL
+ * (the identity) and nothing fails. */
+void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src);
 #endif
+/* Relations with fewer rows get no schedule: their gathers fit in L2 whatever the order. */
+#define TGI_REL_ORDER_MIN_ROWS 4096
 #endif

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #ifdef TIGA_HAVE_CUDA
+#include "../cuda/attention_csr.h"
 #include "../cuda/radius.h"
 #endif
 
@@ -107,25 +108,38 @@ static tg_status build(tg_runtime *rt, const char *fn, const radius_req *q, tg_r
                           .phase_events = NULL};
     tgc_allocator al = {radius_alloc, radius_release, rt->dev};
     int64_t *d_rp = NULL, *d_perm = NULL;
-    int32_t *d_ci = NULL;
-    if (q->o.perm_out && !(d_perm = radius_alloc(rt->dev, (size_t)q->n_dst * sizeof *d_perm))) {
+    int32_t *d_ci = NULL, *d_order = NULL;
+    /* A square graph keeps the builder's Morton order as its attention schedule (relation.h):
+     * spatially close rows run together, so their gathers hit L2. Only a hint: skipped when the
+     * memory is not there. */
+    const bool want_order = q->square && q->n_dst >= TGI_REL_ORDER_MIN_ROWS;
+    if ((q->o.perm_out || want_order) && !(d_perm = radius_alloc(rt->dev, (size_t)q->n_dst * sizeof *d_perm)) &&
+        q->o.perm_out) {
       tgi_rel_release(r);
       return fail(rt, TG_ERR_OUT_OF_MEMORY, fn, "out of device memory for the permutation");
     }
-    s = cuda_radius_build(tgi_device_stream(rt->dev), &a, &al, &d_rp, &d_ci, &nnz, d_perm);
-    if (!s && d_perm)
+    tgc_stream st = tgi_device_stream(rt->dev);
+    s = cuda_radius_build(st, &a, &al, &d_rp, &d_ci, &nnz, d_perm);
+    if (!s && d_perm && q->o.perm_out)
       s = tgi_device_d2h(rt->dev, q->o.perm_out, d_perm, q->o.perm_out_bytes, msg);
     else if (s)
       snprintf(msg, sizeof msg, "%s", tgc_error());
+    if (!s && d_perm && want_order && (d_order = radius_alloc(rt->dev, (size_t)q->n_dst * sizeof *d_order)) &&
+        cuda_attention_csr_order_from_perm(st, d_perm, q->n_dst, d_order) != TG_OK) {
+      radius_release(rt->dev, d_order);
+      d_order = NULL;
+    }
     if (d_perm) radius_release(rt->dev, d_perm);
     if (s) {
       if (d_rp) radius_release(rt->dev, d_rp);
       if (d_ci) radius_release(rt->dev, d_ci);
+      if (d_order) radius_release(rt->dev, d_order);
       tgi_rel_release(r);
       return fail(rt, s, fn, "%s", msg);
     }
     r->dev.row_ptr = d_rp, r->dev.col_idx = d_ci;
     r->dev.bytes += (size_t)(q->n_dst + 1) * sizeof(int64_t) + (size_t)(nnz ? nnz : 1) * sizeof(int32_t);
+    if (d_order) r->dev.order = d_order, r->dev.order_tried = true, r->dev.bytes += (size_t)q->n_dst * sizeof *d_order;
     r->host_pending = true;
 #endif
   } else {
