@@ -25,9 +25,6 @@
 
 #include "cuda/attention_csr.h"
 #include "bench/attention_csr_ref.h"
-// The schedule builders: compiled in here because bench/CMakeLists.txt lists the bench's sources
-// (cuda/attention_csr.cu and _bwd.cu); adding this file there instead works the same.
-#include "cuda/attention_csr_order.cu"
 
 // The library's device.cu provides these; the bench links only the CSR attention files.
 static char g_err[1024];
