@@ -341,9 +341,9 @@ static tg_status check_args(const host_radius_args *a, char *msg, size_t cap) {
 }
 
 /* Rows are built in chunks of destinations (in the order ord, NULL = 0, 1, ...), each chunk into
- * its own column buffer, by up to nthreads threads taking chunks from a shared counter; the rows are
- * copied to their CSR place afterwards. Every row is computed alone, so the result does not depend
- * on the thread count or the schedule. */
+ * its own column buffer, by the caller's thread and helpers taking chunks from a shared counter; a
+ * second pass of the same kind copies each chunk's rows to their CSR place. Every row is computed
+ * alone, so the result does not depend on the thread count or the schedule. */
 enum { ROWS_CHUNK = 2048, ROWS_MIN_PARALLEL = 16384, ROWS_MAX_THREADS = 64 };
 
 typedef struct rows_job {
@@ -357,6 +357,9 @@ typedef struct rows_job {
   int64_t *len;  /* [n_dst] row i has len[i] entries */
   int64_t next;  /* next chunk to take (atomic) */
   int oom;       /* an allocation failed (atomic) */
+  /* second pass (out != NULL): each chunk's rows are copied to out + rp[i] */
+  const int64_t *rp;
+  int32_t *out;
 } rows_job;
 
 /* Rows [t0, t1) of the order into the buffer col / cap; returns 0 when out of memory. */
@@ -408,6 +411,13 @@ static void *rows_worker(void *arg) {
     int64_t c = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
     if (c >= J->nchunks) break;
     int64_t t0 = c * ROWS_CHUNK, t1 = t0 + ROWS_CHUNK < J->a->n_dst ? t0 + ROWS_CHUNK : J->a->n_dst;
+    if (J->out) {
+      for (int64_t t = t0; t < t1; t++) {
+        int64_t i = J->ord ? J->ord[t] : t;
+        if (J->len[i]) memcpy(J->out + J->rp[i], J->col[c] + J->at[t], (size_t)J->len[i] * sizeof *J->out);
+      }
+      continue;
+    }
     if (!build_chunk(J, t0, t1, &J->col[c], &J->cap[c], &cb, &cbcap)) {
       __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED);
       break;
@@ -570,10 +580,11 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
   int32_t *col = NULL;
   int64_t total = 0;
   st = rp && at && len && cols && caps ? cells_build(&C, a, ps, n_src) : TG_ERR_OUT_OF_MEMORY;
+  /* square: destinations in cell order (the sources' order), for locality; rows are put back in
+   * index order by the second pass */
+  rows_job J = {a, &C, NULL, nchunks, cols, caps, at, len, 0, 0, NULL, NULL};
   if (st == TG_OK) {
-    /* square: destinations in cell order (the sources' order), for locality; rows are put back in
-     * index order below */
-    rows_job J = {a, &C, a->square ? C.idx : NULL, nchunks, cols, caps, at, len, 0, 0};
+    J.ord = a->square ? C.idx : NULL;
     rows_run(&J);
     if (J.oom) st = TG_ERR_OUT_OF_MEMORY;
   }
@@ -584,10 +595,10 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
     total = rp[n_dst];
     col = tgi_malloc((size_t)(total > 0 ? total : 1) * sizeof *col);
     if (!col) st = TG_ERR_OUT_OF_MEMORY;
-    for (int64_t t = 0; st == TG_OK && t < n_dst; t++) {
-      int64_t i = a->square ? C.idx[t] : t;
-      if (len[i]) memcpy(col + rp[i], cols[t / ROWS_CHUNK] + at[t], (size_t)len[i] * sizeof *col);
-    }
+  }
+  if (st == TG_OK) {
+    J.next = 0, J.rp = rp, J.out = col;
+    rows_run(&J);
   }
   for (int64_t c = 0; cols && c < nchunks; c++)
     free(cols[c]);
