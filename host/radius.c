@@ -193,9 +193,22 @@ static void sort_cands(cand *c, int64_t m) {
   }
 }
 
+/* Rows are short (tens of columns): up to 32 are sorted by rank (each value's position is the number
+ * of values before it, ties by position), which has no data-dependent branch to mispredict. */
 static void sort_cols(int32_t *c, int64_t m) {
   if (m > 48) {
     qsort(c, (size_t)m, sizeof *c, i32_cmp);
+    return;
+  }
+  if (m <= 32) {
+    int32_t v[32];
+    memcpy(v, c, (size_t)m * sizeof *v);
+    for (int a = 0; a < m; a++) {
+      int r = 0;
+      for (int b = 0; b < m; b++)
+        r += (v[b] < v[a]) | ((v[b] == v[a]) & (b < a));
+      c[r] = v[a];
+    }
     return;
   }
   for (int64_t a = 1; a < m; a++) {
@@ -274,10 +287,12 @@ static tg_status cells_build(cells *C, const host_radius_args *a, const void *ps
 #define RADIUS_INLINE static inline
 #endif
 
-/* Appends the passing candidates of the destination point p (index i) to *cb (d2 and source).
- * Inlined per dim (a constant at each call), so the inner loop carries no dim tests. */
-RADIUS_INLINE int64_t scan_point(const cells *C, int dim, const double *p, int64_t i, int skip_self, double cc,
-                                 cand **cb, int64_t *cbcap, int *oom) {
+/* Appends the passing candidates of the destination point p (index i): (d2, source) pairs to *cb
+ * when keep_d2 (max_neighbors needs d2), else the sources alone to *jb from position jat. Inlined per
+ * dim and keep_d2 (constants at each call), so the inner loop carries no dim tests. */
+RADIUS_INLINE int64_t scan_point(const cells *C, int dim, int keep_d2, const double *p, int64_t i, int skip_self,
+                                 double cc, cand **cb, int64_t *cbcap, int32_t **jb, int64_t *jbcap, int64_t jat,
+                                 int *oom) {
   const grid *G = &C->G;
   int64_t c[3] = {0, 0, 0};
   for (int d = 0; d < dim; d++)
@@ -293,18 +308,31 @@ RADIUS_INLINE int64_t scan_point(const cells *C, int dim, const double *p, int64
       if (y < 0 || y >= G->g[1]) continue;
       int64_t base = (z * G->g[1] + y) * G->g[0];
       uint32_t s0 = C->start[base + x0], s1 = C->start[base + x1 + 1];
-      if (m + (int64_t)(s1 - s0) > *cbcap && !grow((void **)cb, cbcap, m + (int64_t)(s1 - s0), sizeof **cb)) {
+      if (s0 == s1) continue;
+      int64_t need = (keep_d2 ? 0 : jat) + m + (int64_t)(s1 - s0);
+      if (keep_d2 ? need > *cbcap && !grow((void **)cb, cbcap, need, sizeof **cb)
+                  : need > *jbcap && !grow((void **)jb, jbcap, need, sizeof **jb)) {
         *oom = 1;
         return m;
       }
-      cand *out = *cb;
       /* branch-free: every candidate is written, m advances past the passing ones */
-      for (uint32_t s = s0; s < s1; s++) {
-        double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
-        int32_t j = C->idx[s];
-        out[m].d2 = d2;
-        out[m].j = j;
-        m += (d2 <= cc) & !(skip_self & (j == i));
+      if (keep_d2) {
+        cand *out = *cb;
+        for (uint32_t s = s0; s < s1; s++) {
+          double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
+          int32_t j = C->idx[s];
+          out[m].d2 = d2;
+          out[m].j = j;
+          m += (d2 <= cc) & !(skip_self & (j == i));
+        }
+      } else {
+        int32_t *out = *jb + jat;
+        for (uint32_t s = s0; s < s1; s++) {
+          double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
+          int32_t j = C->idx[s];
+          out[m] = j;
+          m += (d2 <= cc) & !(skip_self & (j == i));
+        }
       }
     }
   }
@@ -379,21 +407,27 @@ static int build_chunk(rows_job *J, int64_t t0, int64_t t1, int32_t **col, int64
     else
       for (int d = 0; d < dim; d++)
         q[d] = coord(a->pos_dst, a->dtype, i * dim + d);
-    if (a->n_src > 0) switch (dim) {
-      case 1: m = scan_point(C, 1, p, i, skip, cc, cb, cbcap, &oom); break;
-      case 2: m = scan_point(C, 2, p, i, skip, cc, cb, cbcap, &oom); break;
-      default: m = scan_point(C, 3, p, i, skip, cc, cb, cbcap, &oom); break;
+#define SCAN(D, K) scan_point(C, D, K, p, i, skip, cc, cb, cbcap, col, colcap, nnz, &oom)
+    if (a->n_src > 0) switch (dim * 2 + (k > 0)) {
+      case 2: m = SCAN(1, 0); break;
+      case 3: m = SCAN(1, 1); break;
+      case 4: m = SCAN(2, 0); break;
+      case 5: m = SCAN(2, 1); break;
+      case 6: m = SCAN(3, 0); break;
+      default: m = SCAN(3, 1); break;
       }
+#undef SCAN
     if (oom) return 0;
-    if (k > 0 && m > k) {
-      sort_cands(*cb, m);
-      m = k;
+    if (k > 0) { /* the k smallest (d2, j), then their sources */
+      if (m > k) {
+        sort_cands(*cb, m);
+        m = k;
+      }
+      if (!grow((void **)col, colcap, nnz + m, sizeof **col)) return 0;
+      for (int64_t e = 0; e < m; e++)
+        (*col)[nnz + e] = (*cb)[e].j;
     }
-    if (!grow((void **)col, colcap, nnz + m, sizeof **col)) return 0;
-    int32_t *row = *col + nnz;
-    for (int64_t e = 0; e < m; e++)
-      row[e] = (*cb)[e].j;
-    sort_cols(row, m);
+    if (m > 1) sort_cols(*col + nnz, m);
     J->at[t] = nnz;
     J->len[i] = m;
     nnz += m;
