@@ -263,6 +263,17 @@ static void random_cases(void) {
     }
 }
 
+/* Above the builder's threading threshold (16384 destinations, chunks of 2048 taken by several
+ * threads): the same brute-force comparison, so the parallel path is checked bit for bit too. */
+static void threaded_cases(void) {
+  pts D = uniform(20000, 3, TG_F32, 0, 1), D2 = uniform(20000, 2, TG_F64, -1, 1), S = uniform(4000, 3, TG_F64, 0, 1);
+  pts D3 = uniform(20000, 3, TG_F64, 0.1, 0.9);
+  run_case("threaded 3D f32 square k=0", &D, NULL, 0.05, 0, 1, 0);
+  run_case("threaded 2D f64 square loops=1 k=5", &D2, NULL, 0.02, 5, 1, 1);
+  run_case("threaded 3D f64 bipartite k=0", &D3, &S, 0.08, 0, 0, 0);
+  free(D.p), free(D2.p), free(S.p), free(D3.p);
+}
+
 /* Exactly representable lattices: many pairs at exactly the cutoff (d2 == c * c), ties for k. */
 static void lattice_cases(void) {
   const double cs[3] = {0.25, 0.1, 1.0};
@@ -517,6 +528,7 @@ int main(int argc, char **argv) {
   extreme_cases();
   fuzz_cases(300);
   error_cases();
+  threaded_cases();
   printf("%d cases, %d failed\n", g_cases, g_fail);
   timing(100000, 0.035, 7);
   for (int i = 1; i + 1 < argc; i++)

@@ -1,7 +1,11 @@
 // Non-finite checks by exponent bits (NaN and +-inf have every exponent bit set), so the test does
-// not depend on float compare semantics. One atomicMax per block that saw one, none otherwise.
+// not depend on float compare semantics. One atomicMax per block (or thread) that saw one, none
+// otherwise.
 #include "common.cuh"
 #include "finite.h"
+
+#include <stdint.h>
+#include <string.h>
 
 template <typename U, U kExp>
 __global__ void k_flag_nonfinite(const U *__restrict__ x, long long n, int tag, int *flag) {
@@ -26,4 +30,102 @@ extern "C" tg_status cuda_flag_nonfinite(tgc_stream s, tg_dtype dt, const void *
   case TG_BF16: return flag<unsigned short, (unsigned short)0x7f80u>(s, x, n, tag, f);
   default: tgc_set_error("flag_nonfinite: dtype %s is not a float dtype", tg_dtype_name(dt)); return TG_ERR_DTYPE;
   }
+}
+
+// ---------------------------------------------------------------- multi-tensor check
+// Every block walks every entry of the launch; within an entry the grid's threads stride over it,
+// 16-byte loads where the pointer is 16-byte aligned (the tail and unaligned tensors element by
+// element). Each thread keeps the largest tag it saw per flag; only a thread that saw a non-finite
+// element does an atomic, so the common (all finite) case writes nothing.
+constexpr int kFiniteThreads = 256, kFiniteMaxBlocks = 1056; // ~8 resident blocks on each of 132 SMs
+
+struct FiniteArgs {
+  cuda_finite_entry e[CUDA_FINITE_LAUNCH_ENTRIES];
+  int count;
+};
+static_assert(sizeof(FiniteArgs) <= 4096, "multi-tensor check arguments must stay within 4 KB of parameters");
+
+template <typename U, U kExp> __device__ __forceinline__ bool vec_bad(uint4 v) {
+  U w[16 / sizeof(U)];
+  memcpy(w, &v, 16);
+  bool bad = false;
+#pragma unroll
+  for (int k = 0; k < (int)(16 / sizeof(U)); k++)
+    bad |= (w[k] & kExp) == kExp;
+  return bad;
+}
+
+template <typename U, U kExp>
+__device__ __forceinline__ bool entry_bad(const void *x, long long n, long long tid, long long stride) {
+  constexpr long long kPer = 16 / sizeof(U); // elements per 16-byte load
+  long long nvec = ((uintptr_t)x & 15) == 0 ? n / kPer : 0;
+  const uint4 *v = (const uint4 *)x;
+  bool bad = false;
+  long long i = tid;
+  for (; i + 3 * stride < nvec; i += 4 * stride) { // four loads in flight per thread
+    uint4 a = __ldg(v + i), b = __ldg(v + i + stride), c = __ldg(v + i + 2 * stride), d = __ldg(v + i + 3 * stride);
+    bad |= vec_bad<U, kExp>(a) | vec_bad<U, kExp>(b) | vec_bad<U, kExp>(c) | vec_bad<U, kExp>(d);
+  }
+  for (; i < nvec; i += stride)
+    bad |= vec_bad<U, kExp>(__ldg(v + i));
+  const U *p = (const U *)x;
+  for (long long j = nvec * kPer + tid; j < n; j += stride)
+    bad |= (p[j] & kExp) == kExp;
+  return bad;
+}
+
+__global__ void __launch_bounds__(kFiniteThreads) k_flag_nonfinite_multi(FiniteArgs a, int *__restrict__ flags) {
+  const long long tid = blockIdx.x * (long long)blockDim.x + threadIdx.x, stride = (long long)gridDim.x * blockDim.x;
+  int best[CUDA_FINITE_FLAGS] = {0, 0, 0, 0};
+  for (int k = 0; k < a.count; k++) {
+    const cuda_finite_entry &e = a.e[k];
+    if (tid >= e.n) continue; // this thread has no element of the entry (also n <= 0)
+    bool bad = false;
+    switch (e.dtype) {
+    case TG_F32: bad = entry_bad<unsigned, 0x7f800000u>(e.x, e.n, tid, stride); break;
+    case TG_F64: bad = entry_bad<unsigned long long, 0x7ff0000000000000ull>(e.x, e.n, tid, stride); break;
+    case TG_F16: bad = entry_bad<unsigned short, (unsigned short)0x7c00u>(e.x, e.n, tid, stride); break;
+    case TG_BF16: bad = entry_bad<unsigned short, (unsigned short)0x7f80u>(e.x, e.n, tid, stride); break;
+    default: break; // refused on the host
+    }
+    if (bad && e.tag > best[e.flag]) best[e.flag] = e.tag;
+  }
+#pragma unroll
+  for (int f = 0; f < CUDA_FINITE_FLAGS; f++)
+    if (best[f] > 0) atomicMax(flags + f, best[f]);
+}
+
+extern "C" tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_entry *e, int count, int32_t *flags) {
+  if (count < 0 || (count > 0 && (!e || !flags))) {
+    tgc_set_error("flag_nonfinite_multi: %d entries at %p, flags %p", count, (const void *)e, (void *)flags);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  for (int k = 0; k < count; k++) {
+    tg_dtype dt = (tg_dtype)e[k].dtype;
+    if (dt != TG_F32 && dt != TG_F64 && dt != TG_F16 && dt != TG_BF16) {
+      tgc_set_error("flag_nonfinite_multi: entry %d: dtype %s is not a float dtype", k, tg_dtype_name(dt));
+      return TG_ERR_DTYPE;
+    }
+    if (e[k].flag < 0 || e[k].flag >= CUDA_FINITE_FLAGS || e[k].tag <= 0 || (e[k].n > 0 && !e[k].x)) {
+      tgc_set_error("flag_nonfinite_multi: entry %d: flag %d, tag %d, %lld elements at %p", k, (int)e[k].flag,
+                    (int)e[k].tag, (long long)e[k].n, e[k].x);
+      return TG_ERR_INVALID_ARGUMENT;
+    }
+  }
+  FiniteArgs a;
+  memset(&a, 0, sizeof a);
+  for (int k0 = 0; k0 < count; k0 += CUDA_FINITE_LAUNCH_ENTRIES) {
+    a.count = count - k0 < CUDA_FINITE_LAUNCH_ENTRIES ? count - k0 : CUDA_FINITE_LAUNCH_ENTRIES;
+    long long units = 0; // the largest entry in 16-byte loads: enough threads for it, at most a full GPU
+    for (int k = 0; k < a.count; k++) {
+      a.e[k] = e[k0 + k];
+      long long esz = e[k0 + k].dtype == TG_F64 ? 8 : e[k0 + k].dtype == TG_F32 ? 4 : 2;
+      long long u = e[k0 + k].n > 0 ? (e[k0 + k].n * esz + 15) / 16 : 0;
+      if (u > units) units = u;
+    }
+    if (units == 0) continue;
+    k_flag_nonfinite_multi<<<tgc_blocks(units, kFiniteThreads * 4, kFiniteMaxBlocks), kFiniteThreads, 0, s>>>(a, flags);
+    TGC_LAUNCHED("flag_nonfinite_multi");
+  }
+  return TG_OK;
 }

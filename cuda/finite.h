@@ -9,6 +9,23 @@ extern "C" {
 /* *flag = max(*flag, tag) when one of the n elements of x (f32, f64, f16 or bf16) is NaN or +-inf.
  * Stream-ordered; nothing waits. Other dtypes: TG_ERR_DTYPE. */
 tg_status cuda_flag_nonfinite(tgc_stream s, tg_dtype dt, const void *x, int64_t n, int32_t tag, int32_t *flag);
+
+/* One tensor of a multi-tensor check. */
+typedef struct cuda_finite_entry {
+  const void *x; /* device pointer to n elements of dtype */
+  int64_t n;
+  int32_t tag;  /* > 0 */
+  int8_t dtype; /* tg_dtype: TG_F32, TG_F64, TG_F16 or TG_BF16 */
+  int8_t flag;  /* 0 .. CUDA_FINITE_FLAGS - 1: which of the flags it raises */
+} cuda_finite_entry;
+#define CUDA_FINITE_FLAGS 4
+/* Entries one launch carries (as kernel parameters: nothing is uploaded). */
+#define CUDA_FINITE_LAUNCH_ENTRIES 160
+/* For every entry e: flags[e.flag] = max(flags[e.flag], e.tag) when one of its elements is NaN or
+ * +-inf; the same result as cuda_flag_nonfinite per entry, in one launch per
+ * CUDA_FINITE_LAUNCH_ENTRIES entries. Stream-ordered; nothing waits. A bad dtype or flag index:
+ * TG_ERR_DTYPE / TG_ERR_INVALID_ARGUMENT before anything is launched. */
+tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_entry *e, int count, int32_t *flags);
 #ifdef __cplusplus
 }
 #endif

@@ -15,8 +15,20 @@
  * finite for every finite input.
  * Grid size. At most cap = min(2^30, max(4096, 4 n_src)) cells; the cell edge grows (x 1.25, x 2,
  * x 2^60 when far off) until the grid fits, so huge coordinates give fewer, larger cells. */
+#if defined(__linux__)
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* sched_getaffinity */
+#endif
+#endif
 #include "radius.h"
 #include "../tape/alloc.h"
+
+#if defined(__unix__) || defined(__APPLE__)
+#define RADIUS_THREADS 1
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+#endif
 
 #include <math.h>
 #include <stdarg.h>
@@ -181,9 +193,22 @@ static void sort_cands(cand *c, int64_t m) {
   }
 }
 
+/* Rows are short (tens of columns): up to 32 are sorted by rank (each value's position is the number
+ * of values before it, ties by position), which has no data-dependent branch to mispredict. */
 static void sort_cols(int32_t *c, int64_t m) {
   if (m > 48) {
     qsort(c, (size_t)m, sizeof *c, i32_cmp);
+    return;
+  }
+  if (m <= 32) {
+    int32_t v[32];
+    memcpy(v, c, (size_t)m * sizeof *v);
+    for (int a = 0; a < m; a++) {
+      int r = 0;
+      for (int b = 0; b < m; b++)
+        r += (v[b] < v[a]) | ((v[b] == v[a]) & (b < a));
+      c[r] = v[a];
+    }
     return;
   }
   for (int64_t a = 1; a < m; a++) {
@@ -262,10 +287,12 @@ static tg_status cells_build(cells *C, const host_radius_args *a, const void *ps
 #define RADIUS_INLINE static inline
 #endif
 
-/* Appends the passing candidates of the destination point p (index i) to *cb (d2 and source).
- * Inlined per dim (a constant at each call), so the inner loop carries no dim tests. */
-RADIUS_INLINE int64_t scan_point(const cells *C, int dim, const double *p, int64_t i, int skip_self, double cc,
-                                 cand **cb, int64_t *cbcap, int *oom) {
+/* Appends the passing candidates of the destination point p (index i): (d2, source) pairs to *cb
+ * when keep_d2 (max_neighbors needs d2), else the sources alone to *jb from position jat. Inlined per
+ * dim and keep_d2 (constants at each call), so the inner loop carries no dim tests. */
+RADIUS_INLINE int64_t scan_point(const cells *C, int dim, int keep_d2, const double *p, int64_t i, int skip_self,
+                                 double cc, cand **cb, int64_t *cbcap, int32_t **jb, int64_t *jbcap, int64_t jat,
+                                 int *oom) {
   const grid *G = &C->G;
   int64_t c[3] = {0, 0, 0};
   for (int d = 0; d < dim; d++)
@@ -281,18 +308,31 @@ RADIUS_INLINE int64_t scan_point(const cells *C, int dim, const double *p, int64
       if (y < 0 || y >= G->g[1]) continue;
       int64_t base = (z * G->g[1] + y) * G->g[0];
       uint32_t s0 = C->start[base + x0], s1 = C->start[base + x1 + 1];
-      if (m + (int64_t)(s1 - s0) > *cbcap && !grow((void **)cb, cbcap, m + (int64_t)(s1 - s0), sizeof **cb)) {
+      if (s0 == s1) continue;
+      int64_t need = (keep_d2 ? 0 : jat) + m + (int64_t)(s1 - s0);
+      if (keep_d2 ? need > *cbcap && !grow((void **)cb, cbcap, need, sizeof **cb)
+                  : need > *jbcap && !grow((void **)jb, jbcap, need, sizeof **jb)) {
         *oom = 1;
         return m;
       }
-      cand *out = *cb;
       /* branch-free: every candidate is written, m advances past the passing ones */
-      for (uint32_t s = s0; s < s1; s++) {
-        double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
-        int32_t j = C->idx[s];
-        out[m].d2 = d2;
-        out[m].j = j;
-        m += (d2 <= cc) & !(skip_self & (j == i));
+      if (keep_d2) {
+        cand *out = *cb;
+        for (uint32_t s = s0; s < s1; s++) {
+          double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
+          int32_t j = C->idx[s];
+          out[m].d2 = d2;
+          out[m].j = j;
+          m += (d2 <= cc) & !(skip_self & (j == i));
+        }
+      } else {
+        int32_t *out = *jb + jat;
+        for (uint32_t s = s0; s < s1; s++) {
+          double d2 = dist2(p, C->pos + (int64_t)s * dim, dim);
+          int32_t j = C->idx[s];
+          out[m] = j;
+          m += (d2 <= cc) & !(skip_self & (j == i));
+        }
       }
     }
   }
@@ -328,49 +368,132 @@ static tg_status check_args(const host_radius_args *a, char *msg, size_t cap) {
   return TG_OK;
 }
 
-/* Rows of the destinations taken in order ord (NULL = 0, 1, ...); row ord[t] goes to col[at[t] ..]
- * with len[ord[t]] entries. Returns nnz, or -1 when out of memory. */
-static int64_t build_rows(const host_radius_args *a, const cells *C, const int32_t *ord, int32_t **col, int64_t *colcap,
-                          int64_t *at, int64_t *len) {
-  int dim = a->dim;
+/* Rows are built in chunks of destinations (in the order ord, NULL = 0, 1, ...), each chunk into
+ * its own column buffer, by the caller's thread and helpers taking chunks from a shared counter; a
+ * second pass of the same kind copies each chunk's rows to their CSR place. Every row is computed
+ * alone, so the result does not depend on the thread count or the schedule. */
+enum { ROWS_CHUNK = 2048, ROWS_MIN_PARALLEL = 16384, ROWS_MAX_THREADS = 64 };
+
+typedef struct rows_job {
+  const host_radius_args *a;
+  const cells *C;
+  const int32_t *ord;
+  int64_t nchunks;
+  int32_t **col; /* [nchunks] column buffers */
+  int64_t *cap;  /* [nchunks] their capacities */
+  int64_t *at;   /* [n_dst] row ord[t] starts at col[t / ROWS_CHUNK][at[t]] */
+  int64_t *len;  /* [n_dst] row i has len[i] entries */
+  int64_t next;  /* next chunk to take (atomic) */
+  int oom;       /* an allocation failed (atomic) */
+  /* second pass (out != NULL): each chunk's rows are copied to out + rp[i] */
+  const int64_t *rp;
+  int32_t *out;
+} rows_job;
+
+/* Rows [t0, t1) of the order into the buffer col / cap; returns 0 when out of memory. */
+static int build_chunk(rows_job *J, int64_t t0, int64_t t1, int32_t **col, int64_t *colcap, cand **cb, int64_t *cbcap) {
+  const host_radius_args *a = J->a;
+  const cells *C = J->C;
+  int dim = a->dim, oom = 0;
   double cc = a->cutoff * a->cutoff;
-  int64_t k = a->max_neighbors, nnz = 0, cbcap = 0;
-  cand *cb = NULL;
-  int oom = 0;
-  for (int64_t t = 0; t < a->n_dst && !oom; t++) {
-    int64_t i = ord ? ord[t] : t, m = 0;
+  int64_t k = a->max_neighbors, nnz = 0;
+  int skip = a->square && !a->self_loops;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t i = J->ord ? J->ord[t] : t, m = 0;
     double q[3] = {0, 0, 0};
     const double *p = q;
-    if (ord) /* square: destination t in cell order is source t */
+    if (J->ord) /* square: destination t in cell order is source t */
       p = C->pos + t * dim;
     else
       for (int d = 0; d < dim; d++)
         q[d] = coord(a->pos_dst, a->dtype, i * dim + d);
-    int skip = a->square && !a->self_loops;
-    if (a->n_src > 0) switch (dim) {
-      case 1: m = scan_point(C, 1, p, i, skip, cc, &cb, &cbcap, &oom); break;
-      case 2: m = scan_point(C, 2, p, i, skip, cc, &cb, &cbcap, &oom); break;
-      default: m = scan_point(C, 3, p, i, skip, cc, &cb, &cbcap, &oom); break;
+#define SCAN(D, K) scan_point(C, D, K, p, i, skip, cc, cb, cbcap, col, colcap, nnz, &oom)
+    if (a->n_src > 0) switch (dim * 2 + (k > 0)) {
+      case 2: m = SCAN(1, 0); break;
+      case 3: m = SCAN(1, 1); break;
+      case 4: m = SCAN(2, 0); break;
+      case 5: m = SCAN(2, 1); break;
+      case 6: m = SCAN(3, 0); break;
+      default: m = SCAN(3, 1); break;
       }
-    if (oom) break;
-    if (k > 0 && m > k) {
-      sort_cands(cb, m);
-      m = k;
+#undef SCAN
+    if (oom) return 0;
+    if (k > 0) { /* the k smallest (d2, j), then their sources */
+      if (m > k) {
+        sort_cands(*cb, m);
+        m = k;
+      }
+      if (!grow((void **)col, colcap, nnz + m, sizeof **col)) return 0;
+      for (int64_t e = 0; e < m; e++)
+        (*col)[nnz + e] = (*cb)[e].j;
     }
-    if (!grow((void **)col, colcap, nnz + m, sizeof **col)) {
-      oom = 1;
-      break;
-    }
-    int32_t *row = *col + nnz;
-    for (int64_t e = 0; e < m; e++)
-      row[e] = cb[e].j;
-    sort_cols(row, m);
-    at[t] = nnz;
-    len[i] = m;
+    if (m > 1) sort_cols(*col + nnz, m);
+    J->at[t] = nnz;
+    J->len[i] = m;
     nnz += m;
   }
+  return 1;
+}
+
+/* Takes chunks until none is left (or one failed). */
+static void *rows_worker(void *arg) {
+  rows_job *J = arg;
+  cand *cb = NULL;
+  int64_t cbcap = 0;
+  for (;;) {
+    if (__atomic_load_n(&J->oom, __ATOMIC_RELAXED)) break;
+    int64_t c = __atomic_fetch_add(&J->next, 1, __ATOMIC_RELAXED);
+    if (c >= J->nchunks) break;
+    int64_t t0 = c * ROWS_CHUNK, t1 = t0 + ROWS_CHUNK < J->a->n_dst ? t0 + ROWS_CHUNK : J->a->n_dst;
+    if (J->out) {
+      for (int64_t t = t0; t < t1; t++) {
+        int64_t i = J->ord ? J->ord[t] : t;
+        if (J->len[i]) memcpy(J->out + J->rp[i], J->col[c] + J->at[t], (size_t)J->len[i] * sizeof *J->out);
+      }
+      continue;
+    }
+    if (!build_chunk(J, t0, t1, &J->col[c], &J->cap[c], &cb, &cbcap)) {
+      __atomic_store_n(&J->oom, 1, __ATOMIC_RELAXED);
+      break;
+    }
+  }
   free(cb);
-  return oom ? -1 : nnz;
+  return NULL;
+}
+
+/* Processors this process may run on (1 when unknown). */
+static int64_t cpu_count(void) {
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
+#if defined(RADIUS_THREADS)
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? n : 1;
+#else
+  return 1;
+#endif
+}
+
+/* Runs the job: the caller's thread and, for large inputs, helper threads (a helper that cannot be
+ * started only leaves more chunks to the others). Small inputs stay on the caller's thread, where
+ * host fault injection (thread-local) sees every allocation. */
+static void rows_run(rows_job *J) {
+  int64_t nt = J->a->n_dst >= ROWS_MIN_PARALLEL ? cpu_count() : 1;
+  if (nt > J->nchunks) nt = J->nchunks;
+  if (nt > ROWS_MAX_THREADS) nt = ROWS_MAX_THREADS;
+#if defined(RADIUS_THREADS)
+  pthread_t th[ROWS_MAX_THREADS];
+  int started[ROWS_MAX_THREADS] = {0};
+  for (int64_t w = 1; w < nt; w++)
+    started[w] = pthread_create(&th[w], NULL, rows_worker, J) == 0;
+  rows_worker(J);
+  for (int64_t w = 1; w < nt; w++)
+    if (started[w]) pthread_join(th[w], NULL);
+#else
+  (void)nt;
+  rows_worker(J);
+#endif
 }
 
 /* Bit b of q moved to bit b * dim (q < 2^(63 / dim)). */
@@ -482,37 +605,38 @@ tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_
   const void *ps = a->square ? a->pos_dst : a->pos_src;
 
   cells C = {0};
+  int64_t nchunks = (n_dst + ROWS_CHUNK - 1) / ROWS_CHUNK;
   int64_t *rp = tgi_malloc((size_t)(n_dst + 1) * sizeof *rp);
   int64_t *at = tgi_malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *at);
   int64_t *len = tgi_malloc((size_t)(n_dst > 0 ? n_dst : 1) * sizeof *len);
-  int32_t *col = NULL, *out = NULL;
-  int64_t colcap = 0, total = 0;
-  st = rp && at && len ? cells_build(&C, a, ps, n_src) : TG_ERR_OUT_OF_MEMORY;
+  int32_t **cols = tgi_calloc((size_t)(nchunks > 0 ? nchunks : 1), sizeof *cols);
+  int64_t *caps = tgi_calloc((size_t)(nchunks > 0 ? nchunks : 1), sizeof *caps);
+  int32_t *col = NULL;
+  int64_t total = 0;
+  st = rp && at && len && cols && caps ? cells_build(&C, a, ps, n_src) : TG_ERR_OUT_OF_MEMORY;
+  /* square: destinations in cell order (the sources' order), for locality; rows are put back in
+   * index order by the second pass */
+  rows_job J = {a, &C, NULL, nchunks, cols, caps, at, len, 0, 0, NULL, NULL};
   if (st == TG_OK) {
-    /* square: destinations in cell order (the sources' order), for locality; rows are put back in
-     * index order below */
-    const int32_t *ord = a->square ? C.idx : NULL;
-    if (!grow((void **)&col, &colcap, n_dst * 16 + 1, sizeof *col)) st = TG_ERR_OUT_OF_MEMORY;
-    if (st == TG_OK && (total = build_rows(a, &C, ord, &col, &colcap, at, len)) < 0) st = TG_ERR_OUT_OF_MEMORY;
+    J.ord = a->square ? C.idx : NULL;
+    rows_run(&J);
+    if (J.oom) st = TG_ERR_OUT_OF_MEMORY;
   }
   if (st == TG_OK) {
     rp[0] = 0;
     for (int64_t i = 0; i < n_dst; i++)
       rp[i + 1] = rp[i] + len[i];
-    if (a->square && n_dst > 0) {
-      out = tgi_malloc((size_t)(total > 0 ? total : 1) * sizeof *out);
-      if (!out) st = TG_ERR_OUT_OF_MEMORY;
-      for (int64_t t = 0; st == TG_OK && t < n_dst; t++) {
-        int64_t i = C.idx[t];
-        memcpy(out + rp[i], col + at[t], (size_t)len[i] * sizeof *out);
-      }
-      free(col);
-      col = out;
-    } else {
-      int32_t *shrunk = tgi_realloc(col, (size_t)(total > 0 ? total : 1) * sizeof *col);
-      if (shrunk) col = shrunk;
-    }
+    total = rp[n_dst];
+    col = tgi_malloc((size_t)(total > 0 ? total : 1) * sizeof *col);
+    if (!col) st = TG_ERR_OUT_OF_MEMORY;
   }
+  if (st == TG_OK) {
+    J.next = 0, J.rp = rp, J.out = col;
+    rows_run(&J);
+  }
+  for (int64_t c = 0; cols && c < nchunks; c++)
+    free(cols[c]);
+  free(cols), free(caps);
   if (st == TG_OK && perm) st = host_radius_morton(n_dst, a->dim, a->dtype, a->pos_dst, perm, msg, msg_cap);
   free(C.start), free(C.pos), free(C.idx), free(at), free(len);
   if (st != TG_OK) {

@@ -57,7 +57,9 @@ typedef struct host_radius_args {
  * entries, never NULL) are malloc'd arrays the caller owns and releases with free(); *nnz is the
  * edge count. perm: NULL, or a caller array of n_dst entries that receives the Morton permutation.
  * Cost: O(n + nnz) expected with a cell list (cell edge about the cutoff), more for clustered
- * points (one cell holding every point degrades to all pairs, still exact). */
+ * points (one cell holding every point degrades to all pairs, still exact). From 16384 destinations
+ * the rows are built by the calling thread and helper threads, one per CPU the process may run on
+ * (POSIX threads, joined before the call returns); the result does not depend on their number. */
 tg_status host_radius_build(const host_radius_args *a, int64_t **row_ptr, int32_t **col_idx, int64_t *nnz,
                             int64_t *perm, char *msg, size_t msg_cap);
 

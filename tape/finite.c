@@ -1,13 +1,26 @@
 /* Anomaly mode (tg_tape_set_check_finite): every recorded node's outputs and, in backward, the
  * gradients each node computed are checked for NaN / inf on the side that computed them. The host
- * checks at once; the device sets a flag (a max over an encoding of the node index) that is read
- * once: at the end of a backward sweep, and for the forward at the next status check (tg_tape_status,
- * tg_tape_error, backward, optimizer steps). No per-node synchronisation. The first non-finite value
- * becomes a sticky TG_ERR_NONFINITE naming the node, its op and its explain line. */
+ * checks at once. Device buffers are queued (t->nf_pend) and checked by one multi-tensor launch per
+ * batch (cuda_flag_nonfinite_multi) that raises a device flag, a max over an encoding of the node
+ * index; the flag is read once: at the end of a backward sweep, and for the forward at the next
+ * status check (tg_tape_status, tg_tape_error, backward, optimizer steps). No per-node launch and no
+ * per-node synchronisation. The first non-finite value becomes a sticky TG_ERR_NONFINITE naming the
+ * node, its op and its explain line.
+ *
+ * When a queued buffer is checked. Forward outputs never change after their node ran, so any time
+ * before tg_tape_reset gives the same answer. A gradient may still be accumulated into by later
+ * nodes of the sweep, while the check must see it as the node that computed it left it (so the
+ * message names that node, not a later one): the queue is launched before the next node the sweep
+ * runs reads or accumulates into a queued gradient (its inputs), and at the end of the sweep. */
 #include "internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/finite.h"
+#endif
 
 /* NaN / inf by the exponent bits, so no float compare can be fooled by -ffast-math. */
 int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n) {
@@ -84,7 +97,69 @@ static int32_t read_flag(tg_tape *t, int k) {
 
 static void read_forward_flag(tg_tape *t);
 
-/* Checks buffer b of value v (node i) where it is current: host now, device by flag k with tag. */
+/* Bytes of queued device checks after which the queue is launched (besides every TGI_NF_PENDING
+ * entries): environment TIGA_CHECK_FINITE_BATCH_BYTES, read once; unset or 0 = no byte limit. A
+ * tuning knob for measurements (small batches read buffers while they are still in L2). */
+static uint64_t batch_bytes(void) {
+  static uint64_t cached = UINT64_MAX; /* UINT64_MAX: not read yet */
+  uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v != UINT64_MAX) return v;
+  const char *e = getenv("TIGA_CHECK_FINITE_BATCH_BYTES");
+  v = e ? strtoull(e, NULL, 10) : 0;
+  if (v == UINT64_MAX) v--;
+  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  return v;
+}
+
+/* Launches the queued device checks; false when that failed (the error is made sticky). */
+static bool flush(tg_tape *t) {
+  uint32_t n = t->nf_npend;
+  if (!n) return true;
+  t->nf_npend = 0;
+  t->nf_pend_bytes = 0;
+  char msg[TGI_MSG_CAP];
+  tg_status s;
+  int32_t *f = tgi_dev_flags(t, &s, msg);
+  if (f) {
+#ifdef TIGA_HAVE_CUDA
+    cuda_finite_entry e[TGI_NF_PENDING];
+    for (uint32_t k = 0; k < n; k++) {
+      const tgi_nf_entry *q = &t->nf_pend[k];
+      e[k] = (cuda_finite_entry){q->p, q->n, q->tag, (int8_t)q->dtype, (int8_t)q->flag};
+    }
+    s = cuda_flag_nonfinite_multi(TGI_STREAM(t), e, (int)n, f);
+    if (s) snprintf(msg, sizeof msg, "%s", tgc_error());
+#else
+    s = TG_ERR_NO_DEVICE;
+    snprintf(msg, sizeof msg, "device checks queued in a build without CUDA");
+#endif
+  }
+  if (s) {
+    device_failed(t, s, msg);
+    return false;
+  }
+  return true;
+}
+
+/* Queues the check of n elements of dtype at device pointer p (value slot), raising flag k with tag.
+ * A buffer already queued for the same flag keeps the larger tag (the flag's max is the same). */
+static bool enqueue(tg_tape *t, const void *p, int64_t n, tg_dtype dt, uint32_t slot, int k, int32_t tag) {
+  if (n <= 0) return true;
+  for (uint32_t q = 0; q < t->nf_npend; q++) {
+    tgi_nf_entry *e = &t->nf_pend[q];
+    if (e->p == p && e->n == n && e->dtype == (uint8_t)dt && e->flag == (uint8_t)k) {
+      if (tag > e->tag) e->tag = tag;
+      return true;
+    }
+  }
+  if (t->nf_npend == TGI_NF_PENDING && !flush(t)) return false;
+  t->nf_pend[t->nf_npend++] = (tgi_nf_entry){p, n, slot, tag, (uint8_t)dt, (uint8_t)k};
+  t->nf_pend_bytes += (uint64_t)n * tg_dtype_size(dt);
+  uint64_t limit = batch_bytes();
+  return !limit || t->nf_pend_bytes < limit || flush(t);
+}
+
+/* Checks buffer b of value v (node i) where it is current: host now, device queued for flag k with tag. */
 static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, int k, int32_t tag, bool grad) {
   if (v->dtype != TG_F32 && v->dtype != TG_F64 && v->dtype != TG_F16 && v->dtype != TG_BF16) return true;
   if (b->valid & TGI_ON_HOST) {
@@ -96,19 +171,11 @@ static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, in
     return false;
   }
   if (!(b->valid & TGI_ON_DEV)) return true;
-  char msg[TGI_MSG_CAP];
-  tg_status s;
-  int32_t *f = tgi_dev_flags(t, &s, msg);
-  if (f) s = tgi_device_flag_nonfinite(t->rt->dev, (tg_dtype)v->dtype, b->d, v->numel, tag, f + k, msg);
-  if (s) {
-    device_failed(t, s, msg);
-    return false;
-  }
   if (grad)
     t->nf_bwd_dev = true;
   else
     t->nf_fwd_dev = true;
-  return true;
+  return enqueue(t, b->d, v->numel, (tg_dtype)v->dtype, tgi_slot_of(t, v), k, tag);
 }
 
 void tgi_finite_forward(tg_tape *t) {
@@ -124,8 +191,9 @@ void tgi_finite_forward(tg_tape *t) {
 
 /* The device's forward finding, if any, becomes the sticky error. */
 static void read_forward_flag(tg_tape *t) {
-  if (!t->nf_fwd_dev || !t->dev_flags) return;
+  if (!t->nf_fwd_dev) return;
   t->nf_fwd_dev = false;
+  if (!flush(t) || !t->dev_flags) return;
   int32_t f = read_flag(t, 0);
   if (f > 0) nonfinite(t, (uint32_t)(INT32_MAX - f), false, UINT32_MAX);
 }
@@ -137,11 +205,34 @@ void tgi_finite_resolve(tg_tape *t) {
 
 tg_status tgi_finite_sweep_begin(tg_tape *t) {
   t->nf_bwd_dev = false;
+  if (!flush(t)) return t->status; /* anything queued before the sweep raises its own flag */
   if (!t->check_finite || !t->dev_flags) return TG_OK;
   char msg[TGI_MSG_CAP];
   tg_status s = tgi_device_zero(t->rt->dev, t->dev_flags + 1, sizeof(int32_t), msg);
   if (s) device_failed(t, s, msg);
   return s;
+}
+
+/* True when the next node the sweep runs after node i has a queued gradient among its inputs. The
+ * sweep's rule (backward.c): a node runs when an output that requires grad has a gradient; for the
+ * nodes below i that is already decided when node i has run, since their outputs' consumers all come
+ * later in the tape. */
+static bool next_reads_queued(tg_tape *t, uint32_t i) {
+  if (!t->nf_npend) return false;
+  for (uint32_t m = i; m-- > 0;) {
+    const tgi_node *n = &t->nodes[m];
+    bool runs = false;
+    for (uint32_t o = 0; o < n->n_out && o < 2 && !runs; o++) {
+      const tgi_value *ov = tgi_out(t, n, o);
+      runs = ov->requires_grad && ov->has_grad;
+    }
+    if (!runs) continue;
+    for (uint32_t k = 0; k < n->n_in; k++)
+      for (uint32_t q = 0; n->in[k] != UINT32_MAX && q < t->nf_npend; q++)
+        if (t->nf_pend[q].flag == 1 && t->nf_pend[q].slot == n->in[k]) return true;
+    return false;
+  }
+  return false; /* no further node: the sweep's end launches the queue */
 }
 
 bool tgi_finite_backward(tg_tape *t, uint32_t i) {
@@ -152,12 +243,14 @@ bool tgi_finite_backward(tg_tape *t, uint32_t i) {
     if (!v->requires_grad || !v->grad.valid) continue;
     if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
   }
+  if (next_reads_queued(t, i) && !flush(t)) return false;
   return true;
 }
 
 void tgi_finite_sweep_end(tg_tape *t) {
-  if (!t->nf_bwd_dev || !t->dev_flags) return;
+  if (!t->nf_bwd_dev) return;
   t->nf_bwd_dev = false;
+  if (!flush(t) || !t->dev_flags) return;
   int32_t f = read_flag(t, 1);
   if (f > 0) nonfinite(t, (uint32_t)(f - 1), true, UINT32_MAX);
 }
@@ -176,6 +269,8 @@ tg_status tg_tape_set_check_finite(tg_tape *t, int on, int *previous) {
 
 void tgi_finite_reset(tg_tape *t) {
   t->nf_checked = 0;
+  t->nf_npend = 0; /* the step's buffers are gone: nothing queued is checked */
+  t->nf_pend_bytes = 0;
   t->nf_fwd_dev = t->nf_bwd_dev = false;
   if (!t->dev_flags) return;
   char msg[TGI_MSG_CAP];

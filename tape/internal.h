@@ -213,6 +213,17 @@ struct tgi_node {
 /* ------------------------------------------------------------ tape */
 typedef struct tgi_slab tgi_slab;
 
+/* A device buffer anomaly mode will check (tape/finite.c): n elements of dtype at p; when one is
+ * NaN or inf, dev_flags[flag] = max(dev_flags[flag], tag). slot: the value (UINT32_MAX: none). */
+typedef struct tgi_nf_entry {
+  const void *p;
+  int64_t n;
+  uint32_t slot;
+  int32_t tag;
+  uint8_t dtype, flag;
+} tgi_nf_entry;
+#define TGI_NF_PENDING 160u
+
 struct tg_tape {
   int64_t refs;   /* atomic: the caller's reference + one per exported DLPack tensor */
   tg_runtime *rt; /* referenced */
@@ -242,6 +253,10 @@ struct tg_tape {
   bool nf_bwd_dev;     /* device checks of gradients issued in this sweep */
   int32_t *dev_flags;  /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
                           [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
+  /* device checks queued and not launched yet (tape/finite.c), and their bytes */
+  tgi_nf_entry nf_pend[TGI_NF_PENDING];
+  uint32_t nf_npend;
+  uint64_t nf_pend_bytes;
   tg_provider provider;
   uint64_t seed;
   uint64_t rng_calls;

@@ -1,6 +1,7 @@
 /* Non-finite values are never silent (issue 15): anomaly mode, found-inf in the optimizers, the
  * loss scaler, clip's error_if_nonfinite, and the NaN-free domains of host attention and GELU.
  * Host runtime, plus CUDA checks that skip without a GPU. */
+#define _POSIX_C_SOURCE 200809L /* setenv: one test checks every buffer in a launch of its own */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,156 @@ Test(anomaly, cuda_flags) {
   TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, "node #0 (mul, cuda_fused) computed a non-finite value");
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------------------ anomaly mode on the device, many buffers
+ * The device checks are queued and run as multi-tensor launches (160 buffers a launch, 16-byte loads
+ * with an element-wise tail). Many values of odd sizes in f32 / bf16 / f16, with NaN or inf at the
+ * first or last element of some and the largest finite number (which must not count) every 97th
+ * element of all, must name the node that a check of each value alone names, known here from where
+ * the specials were put: forward, the first bad node; backward, the first bad node of the sweep. */
+enum { MT_FWD = 200, MT_BWD = 60, MT_NSIZES = 20 };
+static const int64_t MT_SIZES[MT_NSIZES] = {1,  2,  3,   5,   7,   8,    9,    15,    17,    31,
+                                            33, 63, 127, 255, 257, 1023, 4097, 12289, 65537, 100003};
+static const tg_dtype MT_DT[3] = {TG_F32, TG_BF16, TG_F16};
+
+/* Bits of a special: 0 NaN, 1 +inf, 2 -inf, 3 a negative NaN with payload. */
+static uint32_t mt_special(tg_dtype dt, int kind) {
+  static const uint32_t f32[4] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0xffc00001u};
+  static const uint32_t bf16[4] = {0x7fc0u, 0x7f80u, 0xff80u, 0xffc1u};
+  static const uint32_t f16[4] = {0x7e00u, 0x7c00u, 0xfc00u, 0xfe01u};
+  return dt == TG_F32 ? f32[kind & 3] : dt == TG_BF16 ? bf16[kind & 3] : f16[kind & 3];
+}
+static void mt_put(void *p, tg_dtype dt, int64_t i, uint32_t bits) {
+  if (dt == TG_F32) {
+    memcpy((char *)p + 4 * i, &bits, 4);
+  } else {
+    uint16_t h = (uint16_t)bits;
+    memcpy((char *)p + 2 * i, &h, 2);
+  }
+}
+/* n elements of 0.25, the largest finite number at every 97th (finite after the scale by 0.5). */
+static void *mt_fill(tg_dtype dt, int64_t n) {
+  void *p = malloc((size_t)n * (dt == TG_F32 ? 4 : 2));
+  cr_assert(p != NULL);
+  uint32_t quarter = dt == TG_F32 ? 0x3e800000u : dt == TG_BF16 ? 0x3e80u : 0x3400u;
+  uint32_t maxf = dt == TG_F32 ? 0x7f7fffffu : dt == TG_BF16 ? 0x7f7fu : 0x7bffu;
+  for (int64_t i = 0; i < n; i++)
+    mt_put(p, dt, i, i % 97 == 50 ? maxf : quarter);
+  return p;
+}
+
+typedef struct mt_bad {
+  int k, last, kind; /* value k gets special `kind` at its first (last = 0) or last element */
+} mt_bad;
+
+/* Node #k = scale(x_k, 0.5) for MT_FWD values x_k (dtype and size cycling through 60 pairs). */
+static void mt_forward(tg_runtime *rt, const mt_bad *bad, int nbad) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_check_finite(t, 1, NULL);
+  int want = -1;
+  for (int k = 0; k < MT_FWD; k++) {
+    tg_dtype dt = MT_DT[k % 3];
+    int64_t n = MT_SIZES[k % MT_NSIZES];
+    void *x = mt_fill(dt, n);
+    for (int b = 0; b < nbad; b++)
+      if (bad[b].k == k) {
+        mt_put(x, dt, bad[b].last ? n - 1 : 0, mt_special(dt, bad[b].kind));
+        if (want < 0 || k < want) want = k;
+      }
+    tg_id xi = ts_input(t, dt, 1, &n, x, 0);
+    free(x);
+    tg_id y = tg_scale(t, xi, 0.5);
+    /* the device's finding waits for the next status check; the host's is immediate */
+    if (want < 0 || want == k) cr_assert(y != TG_NO_ID || want == k, "%s", tg_tape_error(t));
+  }
+  if (want < 0) {
+    cr_expect_eq(tg_tape_status(t), TG_OK, "no special, yet: %s", tg_tape_error(t));
+  } else {
+    char needle[64];
+    snprintf(needle, sizeof needle, "node #%d (scale, ", want);
+    TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, needle);
+    cr_expect(strstr(tg_tape_error(t), "produced") != NULL, "%s", tg_tape_error(t));
+  }
+  tg_tape_destroy(t);
+}
+
+/* MT_BWD branches l_k = scale(sum(mul(a_k, b_k)), sc) added up; in a bad branch one element has
+ * a = big, b = 1 / big (y = 1, forward finite) and dL/db = sc * big overflows: the mul node (#0 for
+ * k = 0, else #4k - 1) computes the first non-finite gradient. */
+static void mt_backward(tg_runtime *rt, tg_dtype dt, const int *badk, int nbad, int last) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_check_finite(t, 1, NULL);
+  double big = dt == TG_F16 ? 250 : 1e30, sc = dt == TG_F16 ? 300 : 1e10;
+  tg_id acc = TG_NO_ID;
+  int want = -1;
+  for (int k = 0; k < MT_BWD; k++) {
+    int64_t n = MT_SIZES[k % MT_NSIZES];
+    double *a = malloc((size_t)n * sizeof *a), *b = malloc((size_t)n * sizeof *b);
+    cr_assert(a && b);
+    for (int64_t i = 0; i < n; i++)
+      a[i] = 1, b[i] = 1e-5;
+    for (int q = 0; q < nbad; q++)
+      if (badk[q] == k) {
+        a[last ? n - 1 : 0] = big, b[last ? n - 1 : 0] = 1 / big;
+        int node = k == 0 ? 0 : 4 * k - 1; /* its mul */
+        if (node > want) want = node;
+      }
+    void *ac = ts_convert(a, (size_t)n, dt), *bc = ts_convert(b, (size_t)n, dt);
+    tg_id ai = ts_input(t, dt, 1, &n, ac, TG_REQUIRES_GRAD), bi = ts_param(t, dt, 1, &n, bc);
+    free(a), free(b), free(ac), free(bc);
+    tg_id l = tg_scale(t, tg_sum(t, tg_mul(t, ai, bi)), sc);
+    acc = k ? tg_add(t, acc, l) : l;
+  }
+  cr_assert_eq(tg_tape_status(t), TG_OK, "forward: %s", tg_tape_error(t));
+  tg_status s = tg_tape_backward(t, acc);
+  if (want < 0) {
+    cr_expect_eq(s, TG_OK, "%s: %s", tg_dtype_name(dt), tg_tape_error(t));
+  } else {
+    char needle[64];
+    snprintf(needle, sizeof needle, "node #%d (mul, ", want);
+    cr_expect_eq(s, TG_ERR_NONFINITE, "%s", tg_dtype_name(dt));
+    TS_EXPECT_STICKY(t, TG_ERR_NONFINITE, needle);
+    cr_expect(strstr(tg_tape_error(t), "computed") != NULL, "%s", tg_tape_error(t));
+  }
+  tg_tape_destroy(t);
+}
+
+static void mt_all(void) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  mt_forward(rt, NULL, 0);
+  const mt_bad two[][2] = {{{MT_FWD - 1, 1, 1}, {MT_FWD - 1, 1, 1}},
+                           {{0, 0, 0}, {0, 0, 0}},
+                           {{159, 1, 2}, {159, 1, 2}},
+                           {{160, 0, 0}, {161, 1, 3}},
+                           {{190, 1, 1}, {170, 0, 0}},
+                           {{150, 0, 0}, {3, 1, 2}}};
+  for (size_t c = 0; c < sizeof two / sizeof two[0]; c++)
+    mt_forward(rt, two[c], 2);
+  for (int k = 100; k < 160; k++) /* every (dtype, size) pair, first and last element, every kind */
+    for (int last = 0; last < 2; last++) {
+      mt_bad one = {k, last, k + last};
+      mt_forward(rt, &one, 1);
+    }
+  const int singles[] = {0, 1, 2, 19, 20, 39, 40, 58, MT_BWD - 1}, pair[2] = {5, 40}, pair2[2] = {MT_BWD - 1, 2};
+  for (int d = 0; d < 3; d++) {
+    mt_backward(rt, MT_DT[d], NULL, 0, 0);
+    for (size_t q = 0; q < sizeof singles / sizeof singles[0]; q++)
+      for (int last = 0; last < 2; last++)
+        mt_backward(rt, MT_DT[d], &singles[q], 1, last);
+    mt_backward(rt, MT_DT[d], pair, 2, 1);
+    mt_backward(rt, MT_DT[d], pair2, 2, 0);
+  }
+  tg_runtime_destroy(rt);
+}
+
+Test(anomaly, cuda_many_buffers_batched) { mt_all(); }
+
+/* The same with a launch per buffer (the batch byte limit at 1 byte; read once per process, and
+ * Criterion runs each test in a process of its own): the per-buffer answer the batches must match. */
+Test(anomaly, cuda_many_buffers_one_per_launch) {
+  setenv("TIGA_CHECK_FINITE_BATCH_BYTES", "1", 1);
+  mt_all();
 }
 
 /* ------------------------------------------------------------ found-inf in the optimizers */
