@@ -142,9 +142,11 @@ typedef struct tgi_value {
   int64_t shape[TG_MAX_DIMS];
   int64_t numel;
   size_t bytes;
-  int32_t producer; /* node index, -1 for leaves */
-  bool retired;     /* free slot whose generation is exhausted: never handed out again */
-  bool sweep_mark;  /* backward's pre-pass: a gradient will flow into this value */
+  int32_t producer;    /* node index, -1 for leaves */
+  bool retired;        /* free slot whose generation is exhausted: never handed out again */
+  bool sweep_mark;     /* backward's pre-pass: a gradient will flow into this value */
+  uint8_t grad_lent;   /* sides (TGI_ON_*) whose grad buffer is another value's (tgi_grad_pass) */
+  uint32_t sweep_uses; /* backward's pre-pass: nodes of the sweep that may add into this gradient */
   tgi_buf data;
   tgi_buf grad;
   /* optimizer state (parameters only), same dtype and size as the value */
@@ -400,6 +402,16 @@ void *tgi_grad_d(tg_tape *t, tgi_value *v);
  * accumulating. With *fresh false the caller accumulates as usual. Saves a memset and a read. */
 void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
+
+/* Gradient hand-off, for a backward whose VJP gives input x exactly y's gradient gy (add's operand
+ * of the result's shape, a view): instead of a zero-filled buffer plus gx += gy, x's gradient on
+ * `side` (TGI_ON_HOST or TGI_ON_DEV) becomes y's gradient buffer. Done (true) only when x is an op
+ * result (a leaf's gradient persists and accumulates across steps) with no gradient yet in this
+ * sweep, this node is the only node of the sweep that adds into x's gradient (sweep_uses == 1), and
+ * gy is current on that side; then nothing writes either buffer again in the sweep, so both
+ * gradients read as they would with a copy. On true the caller must not add gy into x's gradient.
+ * The lent buffer is given back (the pointer forgotten) when the next sweep starts. */
+bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the

@@ -125,6 +125,23 @@ void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST,
 void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_HOST, fresh); }
 void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_DEV, fresh); }
 
+bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side) {
+  (void)t;
+  if (x == y || x->kind != TGI_RESULT || x->grad.valid || x->sweep_uses != 1 || !(y->grad.valid & side) ||
+      x->dtype != y->dtype || x->bytes != y->bytes || (x->flags & TGI_BORROWED))
+    return false;
+  void *g = side == TGI_ON_HOST ? y->grad.h : y->grad.d;
+  if (!g) return false;
+  if (side == TGI_ON_HOST)
+    x->grad.h = g;
+  else
+    x->grad.d = g;
+  x->grad.valid = (uint8_t)side;
+  x->grad_lent |= (uint8_t)side;
+  x->has_grad = true;
+  return true;
+}
+
 static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
   if (v->kind != TGI_PARAM) {
     tgi_fail(t, TG_ERR_INTERNAL, "optimizer state asked for a value that is not a parameter");
