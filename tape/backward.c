@@ -89,6 +89,7 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     }
   }
   t->cur_op = fn;
+  if (tgi_grad_zero_room(t)) goto failed;
   if (G) { /* seed: L's gradient = G's values, copied on the side that computed L (on the device
             * unless L lives only on the host: a large gradient never crosses the bus per step) */
     bool fresh = false;

@@ -43,6 +43,9 @@ void tgi_arena_init(tgi_arena *a, size_t align, void *ctx, void *(*alloc)(void *
 /* NULL when the underlying allocation fails. */
 void *tgi_arena_alloc(tgi_arena *a, size_t bytes);
 void tgi_arena_rewind(tgi_arena *a);
+/* The unused tail of the chunk being filled (where the next small allocations come from): its
+ * start, and its size in *bytes (0 and NULL when there is no chunk). */
+void *tgi_arena_tail(const tgi_arena *a, size_t *bytes);
 void tgi_arena_free(tgi_arena *a);
 
 /* ------------------------------------------------------------ device layer
@@ -232,6 +235,11 @@ struct tg_tape {
 
   tgi_arena host_arena;
   tgi_arena dev_arena;
+  /* Device gradients of step values (not parameters) come from their own arena, so that one memset
+   * at the start of a sweep zeroes the room later gradients take: [grad_zero_lo, grad_zero_hi) is
+   * known to be zero and untouched since (blocks handed out from it need no zero-fill). */
+  tgi_arena grad_arena;
+  uintptr_t grad_zero_lo, grad_zero_hi;
 
   tg_status status;      /* sticky */
   char msg[TGI_MSG_CAP]; /* sticky message, or last returned error */
@@ -412,6 +420,10 @@ void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
  * gradients read as they would with a copy. On true the caller must not add gy into x's gradient.
  * The lent buffer is given back (the pointer forgotten) when the next sweep starts. */
 bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
+/* Start of a sweep: zeroes the unused room of the device gradient arena with one memset, so the
+ * gradients the sweep creates there need no zero-fill each (a steady training loop's whole sweep
+ * fits: the arena keeps the last step's size). TG_OK, or the memset's failure (sticky). */
+tg_status tgi_grad_zero_room(tg_tape *t);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the
