@@ -428,12 +428,13 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
 }
 
 // Vector chunks (V = 16 / sizeof(T), one chunk per lane) when F allows and every feature tensor
-// is aligned, else one feature per chunk and up to 8 chunks per lane.
+// is aligned, else one feature per chunk: one per lane up to F = 32, up to 8 per lane above.
 template <typename T, bool GAT, int PASS> static tg_status attn_pick(cudaStream_t s, const AttnIn &in) {
   constexpr int VN = tgc_vec_n<T>();
   const int64_t F = in.a->F;
   if (F % VN == 0 && F / VN <= 32 && tgc_vec_count<T>(F, {in.vals, in.out, in.dout, in.o, in.dvalues}) > 0)
     return attn_run<T, VN, 1, GAT, PASS>(s, in);
+  if (F <= 32) return attn_run<T, 1, 1, GAT, PASS>(s, in); // one feature per lane: 4 edges in flight
   if (F <= 256) return attn_run<T, 1, 8, GAT, PASS>(s, in);
   tgc_set_error("graph attention: F = %lld is above the kernels' limit (256, or %d when a multiple of %d)",
                 (long long)F, 32 * VN, VN);

@@ -418,7 +418,9 @@ void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
  * sweep, this node is the only node of the sweep that adds into x's gradient (sweep_uses == 1), and
  * gy is current on that side; then nothing writes either buffer again in the sweep, so both
  * gradients read as they would with a copy. On true the caller must not add gy into x's gradient.
- * The lent buffer is given back (the pointer forgotten) when the next sweep starts. */
+ * The lent buffer is given back (the pointer forgotten) when the next sweep starts. The sweep itself
+ * hands off through a view: a node whose one output shares its one input's storage (tg_reshape of
+ * an op result) is taken to be the identity, so an op that shares storage must have that VJP. */
 bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
 /* Start of a sweep: zeroes the unused room of the device gradient arena with one memset, so the
  * gradients the sweep creates there need no zero-fill each (a steady training loop's whole sweep
