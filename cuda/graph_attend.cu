@@ -384,7 +384,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.lse = in.lse_out;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_forward" : "graph_attend_forward", slices_for(p.units, G));
+    return launch_sliced(s, p, GAT ? "graph_gat_forward" : "graph_attend_forward", slices_for(p.units, G));
   } else if constexpr (PASS == DST) {
     AttnDst<T, V, RM, GAT> p;
     p.units = in.g->nq * H;
@@ -404,7 +404,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.edges = GAT ? in.de_dst != nullptr : 1;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_backward_dst" : "graph_attend_backward_dst", slices_for(p.units, G));
+    return launch_sliced(s, p, GAT ? "graph_gat_backward_dst" : "graph_attend_backward_dst", slices_for(p.units, G));
   } else {
     AttnSrc<T, V, RM, GAT> p;
     p.units = in.g->nk * H;
@@ -423,7 +423,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.de_src = (T *)in.de_src;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_backward_src" : "graph_attend_backward_src", slices_for(p.units, G));
+    return launch_sliced(s, p, GAT ? "graph_gat_backward_src" : "graph_attend_backward_src", slices_for(p.units, G));
   }
 }
 

@@ -245,25 +245,42 @@ __global__ void __launch_bounds__(kBlock, SLICED ? 1 : P::kMinBlocks) k_walk(con
   if (__syncthreads_or(is_long)) walk_long(p, is_long_of, NU);
 }
 
-// S (slices per unit, see the top) must be a power of two with G * S <= 32.
-template <class P> static tg_status launch(cudaStream_t s, const P &p, const char *name, int S = 1) {
-  if (p.units <= 0) return TG_OK;
+// Blocks for a launch of p with S slices per unit (S a power of two, G * S <= 32); 0 with the
+// message set when it cannot launch.
+template <class P> static int64_t blocks_for(const P &p, const char *name, int S) {
   if (S < 1 || (S & (S - 1)) || p.G * S > 32) {
     tgc_set_error("%s: %d slices of %d lanes do not fit a warp", name, S, p.G);
-    return TG_ERR_INTERNAL;
+    return 0;
   }
   const int NU = kBlock / (p.G * S);
   const int64_t blocks = (p.units + NU - 1) / NU;
   if (blocks > INT_MAX) {
     tgc_set_error("%s: %lld units is too many for one launch", name, (long long)p.units);
-    return TG_ERR_UNSUPPORTED;
+    return 0;
   }
+  return blocks;
+}
+template <class P> constexpr size_t smem_of() {
   constexpr size_t smem = P::kMerge ? kBlock * sizeof(typename P::S) : 0;
   static_assert(smem <= kSmemMax, "walker state too large for shared memory");
-  if (S > 1)
-    k_walk<P, true><<<(unsigned)blocks, kBlock, smem, s>>>(p, S);
-  else
-    k_walk<P, false><<<(unsigned)blocks, kBlock, smem, s>>>(p, 1);
+  return smem;
+}
+
+// One slice per unit (the plain walker).
+template <class P> static tg_status launch(cudaStream_t s, const P &p, const char *name) {
+  if (p.units <= 0) return TG_OK;
+  const int64_t blocks = blocks_for(p, name, 1);
+  if (!blocks) return TG_ERR_UNSUPPORTED;
+  k_walk<P, false><<<(unsigned)blocks, kBlock, smem_of<P>(), s>>>(p, 1);
+  TGC_LAUNCHED(name);
+  return TG_OK;
+}
+// S slices per unit (see the top; S == 1 is the plain walker).
+template <class P> static tg_status launch_sliced(cudaStream_t s, const P &p, const char *name, int S) {
+  if (S == 1 || p.units <= 0) return launch(s, p, name);
+  const int64_t blocks = blocks_for(p, name, S);
+  if (!blocks) return TG_ERR_UNSUPPORTED;
+  k_walk<P, true><<<(unsigned)blocks, kBlock, smem_of<P>(), s>>>(p, S);
   TGC_LAUNCHED(name);
   return TG_OK;
 }
