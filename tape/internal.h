@@ -422,9 +422,10 @@ void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
  * hands off through a view: a node whose one output shares its one input's storage (tg_reshape of
  * an op result) is taken to be the identity, so an op that shares storage must have that VJP. */
 bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
-/* Start of a sweep: zeroes the unused room of the device gradient arena with one memset, so the
- * gradients the sweep creates there need no zero-fill each (a steady training loop's whole sweep
- * fits: the arena keeps the last step's size). TG_OK, or the memset's failure (sticky). */
+/* Start of a sweep: zeroes the unused room of the device gradient arena with one memset when it is
+ * at most 16 MiB, so the gradients the sweep creates there need no zero-fill each (a steady
+ * training loop's whole sweep fits: the arena keeps the last step's size). TG_OK, or the memset's
+ * failure (sticky). */
 tg_status tgi_grad_zero_room(tg_tape *t);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment

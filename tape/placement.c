@@ -138,7 +138,10 @@ tg_status tgi_grad_zero_room(tg_tape *t) {
   size_t bytes = 0;
   void *p = t->rt->dev ? tgi_arena_tail(&t->grad_arena, &bytes) : NULL;
   t->grad_zero_lo = t->grad_zero_hi = 0;
-  if (!p || bytes == 0) return TG_OK;
+  /* Small steps only: there the launches saved are what counts; a large step's gradients are mostly
+   * written whole (GEMMs with beta = 0), and zeroing all of its room would cost bandwidth. */
+  const size_t room_max = (size_t)16 << 20;
+  if (!p || bytes == 0 || bytes > room_max) return TG_OK;
   char msg[TGI_MSG_CAP];
   tg_status s = tgi_device_zero(t->rt->dev, p, bytes, msg);
   if (s) return tgi_fail(t, s, "%s", msg), s;
