@@ -1024,8 +1024,12 @@ static void bench_gat_shapes(const HG &g) {
                                          desrc->p, dv->p, ws->p, ws->bytes));
             },
             reps);
+        // the slices graph_attend.cu picks (f32: 4-feature vectors when F % 4 == 0, else one feature
+        // per chunk); forward and destination pass run N * H units, the source pass Nk * H
+        const int G = tgg::lanes_for(F % 4 == 0 && F / 4 <= 32 ? F / 4 : F);
+        const int S = cap == 1 ? 1 : tgg::slices_for(N * H, G);
         const std::string op =
-            fmt("gat H=%lld F=%lld keep=%.1f %s", (long long)H, (long long)F, keep, cap == 1 ? "1-slice" : "sliced");
+            fmt("gat H=%lld F=%lld keep=%.1f S=%d%s", (long long)H, (long long)F, keep, S, cap == 1 ? " (forced)" : "");
         row(g, op + " fwd", "f32", f, 0);
         row(g, op + " bwd", "f32", b, 0);
       }
