@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/graph.h"
+#include "cuda/graph_walk.cuh"
 #include "cuda/relation.h"
 #include "host/philox.h"
 
@@ -339,6 +340,51 @@ static bool read_graph(const char *path, HG *g) {
   g->finish();
   return true;
 }
+
+// Cora's citation graph (examples/data/cora/cora.edges: a count, then 'a b' per undirected edge)
+// in both directions plus a self loop per node, as train_gat builds it: 2708 rows, 13264 edges,
+// max degree 169. Empty graph (nq 0) when the file is missing.
+static HG cora_graph(const char *dir) {
+  HG g;
+  g.name = "cora";
+  const std::string path = std::string(dir) + "/cora.edges";
+  FILE *f = fopen(path.c_str(), "r");
+  if (!f) return g;
+  char line[256];
+  long long m = -1;
+  std::vector<std::pair<int32_t, int32_t>> ed;
+  int32_t n = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || line[0] == '\n') continue;
+    long long a, b;
+    if (m < 0) {
+      if (sscanf(line, "%lld", &m) != 1) break;
+    } else if (sscanf(line, "%lld %lld", &a, &b) == 2) {
+      ed.push_back({(int32_t)a, (int32_t)b});
+      n = std::max(n, (int32_t)std::max(a, b) + 1);
+    }
+  }
+  fclose(f);
+  n = std::max(n, (int32_t)2708);
+  std::vector<std::vector<int32_t>> rows(n);
+  for (int32_t i = 0; i < n; ++i)
+    rows[i].push_back(i);
+  for (auto &e : ed) {
+    rows[e.first].push_back(e.second);
+    rows[e.second].push_back(e.first);
+  }
+  g.nq = g.nk = n;
+  g.rp.push_back(0);
+  for (auto &r : rows) {
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    g.ci.insert(g.ci.end(), r.begin(), r.end());
+    g.rp.push_back((int64_t)g.ci.size());
+  }
+  g.finish();
+  return g;
+}
+static const char *g_cora_dir = "examples/data/cora";
 
 // ------------------------------------------------------------------ check helpers
 using U = std::unique_ptr<DBuf>;
@@ -680,6 +726,42 @@ static void check_attn(const HG &g, const DG &d, tg_dtype dt, int64_t H, int64_t
   }
 }
 
+// Runs the GAT forward and backward twice on the same inputs and compares the bits.
+static void check_repeat(const HG &g) {
+  const DG d(g);
+  Rng rng{77};
+  for (auto hf : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {1, 7}, {4, 16}}) {
+    const int64_t H = hf.first, F = hf.second, nq = g.nq, nk = g.nk;
+    const tgc_graph_attn a{H, F, TG_F32, 0.2f, 0.4, kSeed, kCall};
+    Tensor ed = randn(TG_F32, nq * H, rng), es = randn(TG_F32, nk * H, rng), v = randn(TG_F32, nk * H * F, rng),
+           dout = randn(TG_F32, nq * H * F, rng);
+    U edd(ed.dev()), esd(es.dev()), vd(v.dev()), dd(dout.dev()),
+        ws(new DBuf(cuda_graph_gat_backward_workspace(&d.csr, &a)));
+    std::vector<uint8_t> first[5];
+    bool same = true;
+    for (int run = 0; run < 2; ++run) {
+      U out(new DBuf(nq * H * F * 4)), lse(new DBuf(H * nq * 4)), gd(new DBuf(nq * H * 4)), gs(new DBuf(nk * H * 4)),
+          gv(new DBuf(nk * H * F * 4));
+      gd->zero();
+      gs->zero();
+      gv->zero();
+      TG(cuda_graph_gat_forward(0, &d.csr, &a, edd->p, esd->p, vd->p, out->p, (float *)lse->p));
+      TG(cuda_graph_gat_backward(0, &d.csr, &a, edd->p, esd->p, vd->p, out->p, dd->p, (const float *)lse->p, gd->p,
+                                 gs->p, gv->p, ws->p, ws->bytes));
+      const DBuf *bs[5] = {out.get(), lse.get(), gd.get(), gs.get(), gv.get()};
+      for (int k = 0; k < 5; ++k) {
+        std::vector<uint8_t> r = bs[k]->raw();
+        if (run == 0)
+          first[k] = r;
+        else
+          same = same && r == first[k];
+      }
+    }
+    report(fmt("repeat gat %s f32 H=%lld F=%lld keep=0.4", g.name.c_str(), (long long)H, (long long)F), same,
+           same ? "bit-identical" : "results differ between two identical launches");
+  }
+}
+
 static int run_check() {
   std::vector<HG> graphs;
   graphs.push_back(make_graph("sq6007", 6007, 6007, 4, {{5, 5000}, {6, 700}, {9, 257}, {10, 256}}, 3, 0.7, 11));
@@ -727,6 +809,52 @@ static int run_check() {
             check_attn(g, d, dt, hf.first, hf.second, keep, gat, hf.first == 3, rng);
     }
   }
+  // The walker's paths (graph_walk.cuh): rows of every length around the slice and block-wide
+  // thresholds in one graph, Cora itself (the GAT example's shapes, sliced launches) and a dense
+  // radius graph (avg degree ~68, one-slice launches for the large shapes). f32 and bf16.
+  std::vector<HG> walks;
+  walks.push_back(make_graph("mixed3000x24000", 3000, 24000, 3,
+                             {{1, 1},
+                              {2, 31},
+                              {3, 32},
+                              {4, 33},
+                              {7, 168},
+                              {8, 1000},
+                              {11, 20000},
+                              {12, 255},
+                              {13, 256},
+                              {14, 257},
+                              {2990, 169},
+                              {2991, 2}},
+                             5, 0.2, 14));
+  walks.push_back(cora_graph(g_cora_dir));
+  HG dense = radius_graph(4000, 0.165, 15);
+  dense.name = "dense4k";
+  walks.push_back(dense);
+  for (const HG &g : walks) {
+    if (g.nq == 0) {
+      report("graph " + g.name, false, fmt("missing (Cora's edges in %s?)", g_cora_dir));
+      continue;
+    }
+    int64_t maxdeg = 0;
+    for (int64_t i = 0; i < g.nq; ++i)
+      maxdeg = std::max(maxdeg, g.rp[i + 1] - g.rp[i]);
+    say("# graph %s: nq %lld nk %lld nnz %lld max degree %lld\n", g.name.c_str(), (long long)g.nq, (long long)g.nk,
+        (long long)g.nnz(), (long long)maxdeg);
+    DG d(g);
+    check_transpose(g, d);
+    const std::vector<std::pair<int64_t, int64_t>> HFs = {{8, 8}, {1, 7}, {4, 16}, {1, 1}, {3, 67}, {2, 64}};
+    for (tg_dtype dt : {TG_F32, TG_BF16})
+      for (auto hf : HFs)
+        for (double keep : {1.0, 0.4})
+          for (bool gat : {false, true})
+            if (gat || hf.first != 1 || hf.second != 7) // attend at the odd shapes is covered above
+              check_attn(g, d, dt, hf.first, hf.second, keep, gat, hf.first == 3, rng);
+  }
+  // Determinism: the same launch twice gives the same bits (sliced and block-wide paths).
+  for (const HG &g : walks)
+    if (g.nq > 0) check_repeat(g);
+
   say("\nSUMMARY: %d passed, %d failed\n", g_pass, g_fail);
   for (size_t i = 0; i < g_failed.size() && i < 40; ++i)
     say("  FAILED %s\n", g_failed[i].c_str());
@@ -862,6 +990,53 @@ static void bench_graph(const HG &g) {
   }
 }
 
+// The GAT example's attention launches (forward; backward = destination + source passes) at
+// Cora's shapes and on a dense graph, each with the sliced walker (default) and with one slice per
+// unit (the walker before slicing), so one run shows both.
+static void bench_gat_shapes(const HG &g) {
+  const int64_t N = g.nq, E = g.nnz();
+  int64_t maxdeg = 0;
+  for (int64_t i = 0; i < N; ++i)
+    maxdeg = std::max(maxdeg, g.rp[i + 1] - g.rp[i]);
+  say("# graph %s: n %lld nnz %lld avg degree %.2f max %lld\n", g.name.c_str(), (long long)N, (long long)E,
+      (double)E / (double)N, (long long)maxdeg);
+  DG d(g);
+  const tgc_csr *c = &d.csr;
+  for (auto hf : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {1, 7}, {4, 16}})
+    for (double keep : {1.0, 0.4}) {
+      const int64_t H = hf.first, F = hf.second;
+      const tgc_graph_attn a{H, F, TG_F32, 0.2f, keep, kSeed, kCall};
+      U ed(filled(TG_F32, N * H, 5)), es(filled(TG_F32, N * H, 6)), v(filled(TG_F32, N * H * F, 7)),
+          out(new DBuf(N * H * F * 4)), lse(new DBuf(H * N * 4)), dout(filled(TG_F32, N * H * F, 8)),
+          dv(new DBuf(N * H * F * 4)), dedst(new DBuf(N * H * 4)), desrc(new DBuf(N * H * 4)),
+          ws(new DBuf(cuda_graph_gat_backward_workspace(c, &a)));
+      dv->zero();
+      dedst->zero();
+      desrc->zero();
+      const int reps = E > 1000000 ? 20 : 200;
+      for (int cap : {1, tgg::kMaxSlices}) {
+        tgg::g_slice_cap = cap;
+        const double f =
+            time_us([&] { TG(cuda_graph_gat_forward(0, c, &a, ed->p, es->p, v->p, out->p, (float *)lse->p)); }, reps);
+        const double b = time_us(
+            [&] {
+              TG(cuda_graph_gat_backward(0, c, &a, ed->p, es->p, v->p, out->p, dout->p, (const float *)lse->p, dedst->p,
+                                         desrc->p, dv->p, ws->p, ws->bytes));
+            },
+            reps);
+        // the slices graph_attend.cu picks (f32: 4-feature vectors when F % 4 == 0, else one feature
+        // per chunk); forward and destination pass run N * H units, the source pass Nk * H
+        const int G = tgg::lanes_for(F % 4 == 0 && F / 4 <= 32 ? F / 4 : F);
+        const int S = cap == 1 ? 1 : tgg::slices_for(N * H, G);
+        const std::string op =
+            fmt("gat H=%lld F=%lld keep=%.1f S=%d%s", (long long)H, (long long)F, keep, S, cap == 1 ? " (forced)" : "");
+        row(g, op + " fwd", "f32", f, 0);
+        row(g, op + " bwd", "f32", b, 0);
+      }
+      tgg::g_slice_cap = tgg::kMaxSlices;
+    }
+}
+
 static void run_bench(const char *file) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -874,6 +1049,15 @@ static void run_bench(const char *file) {
     }
     bench_graph(g);
   } else {
+    const HG cora = cora_graph(g_cora_dir);
+    if (cora.nq > 0)
+      bench_gat_shapes(cora);
+    else
+      say("# no Cora graph in %s: its rows are skipped\n", g_cora_dir);
+    HG dense = radius_graph(100000, 0.0555, 3); // ~3.9x the edges of radius100k: avg degree ~68
+    dense.name = "dense100k";
+    bench_gat_shapes(dense);
+    bench_gat_shapes(radius_graph(100000, 0.035, 1));
     bench_graph(radius_graph(100000, 0.035, 1));
     bench_graph(radius_graph(400000, 0.022, 2));
   }

@@ -37,7 +37,10 @@
  * identical run to run. Per-source sums (gather SOURCE / attend / gat backward) need the
  * transpose (csr->t_ptr != NULL, cuda_relation_transpose), else TG_ERR_INVALID_ARGUMENT.
  * Rows (or sources) with more than a few hundred edges are walked by a whole thread block, split
- * into contiguous pieces combined in piece order.
+ * into contiguous pieces combined in piece order. Attention launches too small to fill the GPU
+ * (fewer than ~2^18 threads, e.g. Cora) give each (row, head) up to 8 lane groups that walk
+ * contiguous pieces of its edges, merged in piece order; the choice depends only on the sizes, so
+ * a given problem always gives the same bits.
  *
  * Special values. reduce MAX: a NaN in a column makes that column's max NaN and the first NaN
  * edge takes the gradient; -0.0 and +0.0 tie (the first edge wins). softmax / attend / gat: a row

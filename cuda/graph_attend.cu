@@ -384,7 +384,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.lse = in.lse_out;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_forward" : "graph_attend_forward");
+    return launch_sliced(s, p, GAT ? "graph_gat_forward" : "graph_attend_forward", slices_for(p.units, G));
   } else if constexpr (PASS == DST) {
     AttnDst<T, V, RM, GAT> p;
     p.units = in.g->nq * H;
@@ -404,7 +404,7 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.edges = GAT ? in.de_dst != nullptr : 1;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_backward_dst" : "graph_attend_backward_dst");
+    return launch_sliced(s, p, GAT ? "graph_gat_backward_dst" : "graph_attend_backward_dst", slices_for(p.units, G));
   } else {
     AttnSrc<T, V, RM, GAT> p;
     p.units = in.g->nk * H;
@@ -423,17 +423,18 @@ template <typename T, int V, int RM, bool GAT, int PASS> static tg_status attn_r
     p.de_src = (T *)in.de_src;
     p.slope = in.a->slope;
     p.drop = in.drop;
-    return launch(s, p, GAT ? "graph_gat_backward_src" : "graph_attend_backward_src");
+    return launch_sliced(s, p, GAT ? "graph_gat_backward_src" : "graph_attend_backward_src", slices_for(p.units, G));
   }
 }
 
 // Vector chunks (V = 16 / sizeof(T), one chunk per lane) when F allows and every feature tensor
-// is aligned, else one feature per chunk and up to 8 chunks per lane.
+// is aligned, else one feature per chunk: one per lane up to F = 32, up to 8 per lane above.
 template <typename T, bool GAT, int PASS> static tg_status attn_pick(cudaStream_t s, const AttnIn &in) {
   constexpr int VN = tgc_vec_n<T>();
   const int64_t F = in.a->F;
   if (F % VN == 0 && F / VN <= 32 && tgc_vec_count<T>(F, {in.vals, in.out, in.dout, in.o, in.dvalues}) > 0)
     return attn_run<T, VN, 1, GAT, PASS>(s, in);
+  if (F <= 32) return attn_run<T, 1, 1, GAT, PASS>(s, in); // one feature per lane: 4 edges in flight
   if (F <= 256) return attn_run<T, 1, 8, GAT, PASS>(s, in);
   tgc_set_error("graph attention: F = %lld is above the kernels' limit (256, or %d when a multiple of %d)",
                 (long long)F, 32 * VN, VN);

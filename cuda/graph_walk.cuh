@@ -5,6 +5,12 @@
 // (G a power of two <= 32, each lane owning a few columns); a block of kBlock threads holds
 // kBlock / G consecutive units. A group walks its unit's edges in ascending order, keeping a
 // per-lane state; then `finish` writes the unit's outputs.
+// Slices: a launch too small to fill the GPU (Cora: 2708 rows) lasts as long as its longest
+// row's chain of dependent loads, so the launcher may give each unit S groups (S slices, a power
+// of two, G * S <= 32 lanes of one warp): slice s walks the s-th contiguous piece of the unit's
+// edges and the slices' states are merged by a butterfly whose every step merges (lower slice,
+// upper slice), i.e. in edge order; slice 0 finishes. S depends only on the launch's sizes
+// (slices_for), so a given problem always takes the same path and gives the same bits.
 // A unit with more than kLong edges would keep one group busy for the whole kernel, so after
 // the short units are done the whole block walks each of its long units: group q takes the q-th
 // contiguous piece of the edges, and group 0 merges the pieces' states in piece order. Both paths
@@ -20,6 +26,7 @@
 #pragma once
 #include <climits>
 #include <cstdio>
+#include <cstring>
 
 #include "../host/philox.h"
 #include "common.cuh"
@@ -140,14 +147,46 @@ __device__ __forceinline__ void walk(const P &p, typename P::S &st, const typena
   }
 }
 
-// The block's long units, one after the other, each split into kBlock / G contiguous pieces.
-template <class P> __device__ __forceinline__ void walk_long(const P &p, const unsigned char *is_long_of) {
+// The state of the lane `lanes` away (xor) within the unit's lanes `mask` (32-bit words of S).
+template <class S> __device__ __forceinline__ S shfl_state(unsigned mask, const S &s, int lanes) {
+  static_assert(sizeof(S) % 4 == 0, "walker state must be made of 32-bit words");
+  constexpr int n = (int)(sizeof(S) / 4);
+  unsigned w[n];
+  memcpy(w, &s, sizeof(S));
+#pragma unroll
+  for (int i = 0; i < n; ++i)
+    w[i] = __shfl_xor_sync(mask, w[i], lanes);
+  S r;
+  memcpy(&r, w, sizeof(S));
+  return r;
+}
+
+// Merges the S slices' states of a unit (butterfly over slices; each step merges the lower
+// slice's state with the upper one's, the same operands on both lanes, so every slice ends with
+// the bit-identical state of the whole unit in edge order).
+template <class P>
+__device__ __forceinline__ void merge_slices(const P &p, typename P::S &st, int G, int S, int sl, unsigned mask) {
+  for (int o = 1; o < S; o <<= 1) {
+    const typename P::S other = shfl_state(mask, st, o * G);
+    if (sl & o) {
+      typename P::S lower = other;
+      p.merge(lower, st);
+      st = lower;
+    } else {
+      p.merge(st, other);
+    }
+  }
+}
+
+// The block's long units (NU of them per block), one after the other, each split into
+// kBlock / G contiguous pieces.
+template <class P> __device__ __forceinline__ void walk_long(const P &p, const unsigned char *is_long_of, int NU) {
   extern __shared__ __align__(16) unsigned char tgg_smem[];
   const int G = p.G, NG = kBlock / G;
   const int grp = (int)threadIdx.x / G, lane = (int)threadIdx.x % G;
-  for (int q = 0; q < NG; ++q) {
+  for (int q = 0; q < NU; ++q) {
     if (!is_long_of[q]) continue; // block-uniform
-    const int64_t uq = (int64_t)blockIdx.x * NG + q;
+    const int64_t uq = (int64_t)blockIdx.x * NU + q;
     typename P::C c;
     int64_t bq, eq;
     p.unit(uq, lane, c, bq, eq);
@@ -170,11 +209,16 @@ template <class P> __device__ __forceinline__ void walk_long(const P &p, const u
   }
 }
 
-template <class P> __global__ void __launch_bounds__(kBlock, P::kMinBlocks) k_walk(const P p) {
+// Thread layout: unit q of the block owns threads [q W, (q + 1) W), W = G * S; within them,
+// slice sl = the (tid / G) % S-th group of G lanes. The sliced form is its own instantiation
+// (SLICED, S > 1), so the one-slice kernel that large graphs run is the plain walker; it has no
+// occupancy target (it runs only for launches too small to fill the GPU) and so no spills.
+template <class P, bool SLICED>
+__global__ void __launch_bounds__(kBlock, SLICED ? 1 : P::kMinBlocks) k_walk(const P p, const int S) {
   __shared__ unsigned char is_long_of[kBlock];
-  const int G = p.G, NG = kBlock / G;
-  const int grp = (int)threadIdx.x / G, lane = (int)threadIdx.x % G;
-  const int64_t u = (int64_t)blockIdx.x * NG + grp;
+  const int G = p.G, W = SLICED ? G * S : G, NU = kBlock / W;
+  const int q = (int)threadIdx.x / W, sl = SLICED ? ((int)threadIdx.x / G) % S : 0, lane = (int)threadIdx.x % G;
+  const int64_t u = (int64_t)blockIdx.x * NU + q;
   const bool have = u < p.units;
   bool is_long = false;
   if (have) {
@@ -185,27 +229,74 @@ template <class P> __global__ void __launch_bounds__(kBlock, P::kMinBlocks) k_wa
     if (!is_long) {
       typename P::S st;
       p.init(st, c);
-      walk(p, st, c, b, e);
-      if constexpr (P::kMerge) p.finish(st, c, b, e);
+      if constexpr (SLICED) {
+        const int len = (int)(e - b); // <= kLong
+        walk(p, st, c, b + len * sl / S, b + len * (sl + 1) / S);
+      } else {
+        walk(p, st, c, b, e);
+      }
+      if constexpr (P::kMerge) {
+        if constexpr (SLICED) merge_slices(p, st, G, S, sl, group_mask(W));
+        if (sl == 0) p.finish(st, c, b, e);
+      }
     }
   }
-  if (lane == 0) is_long_of[grp] = is_long;
-  if (__syncthreads_or(is_long)) walk_long(p, is_long_of);
+  if (lane == 0 && sl == 0) is_long_of[q] = is_long;
+  if (__syncthreads_or(is_long)) walk_long(p, is_long_of, NU);
 }
 
-template <class P> static tg_status launch(cudaStream_t s, const P &p, const char *name) {
-  if (p.units <= 0) return TG_OK;
-  const int NG = kBlock / p.G;
-  const int64_t blocks = (p.units + NG - 1) / NG;
+// Blocks for a launch of p with S slices per unit (S a power of two, G * S <= 32); 0 with the
+// message set when it cannot launch.
+template <class P> static int64_t blocks_for(const P &p, const char *name, int S) {
+  if (S < 1 || (S & (S - 1)) || p.G * S > 32) {
+    tgc_set_error("%s: %d slices of %d lanes do not fit a warp", name, S, p.G);
+    return 0;
+  }
+  const int NU = kBlock / (p.G * S);
+  const int64_t blocks = (p.units + NU - 1) / NU;
   if (blocks > INT_MAX) {
     tgc_set_error("%s: %lld units is too many for one launch", name, (long long)p.units);
-    return TG_ERR_UNSUPPORTED;
+    return 0;
   }
+  return blocks;
+}
+template <class P> constexpr size_t smem_of() {
   constexpr size_t smem = P::kMerge ? kBlock * sizeof(typename P::S) : 0;
   static_assert(smem <= kSmemMax, "walker state too large for shared memory");
-  k_walk<P><<<(unsigned)blocks, kBlock, smem, s>>>(p);
+  return smem;
+}
+
+// One slice per unit (the plain walker).
+template <class P> static tg_status launch(cudaStream_t s, const P &p, const char *name) {
+  if (p.units <= 0) return TG_OK;
+  const int64_t blocks = blocks_for(p, name, 1);
+  if (!blocks) return TG_ERR_UNSUPPORTED;
+  k_walk<P, false><<<(unsigned)blocks, kBlock, smem_of<P>(), s>>>(p, 1);
   TGC_LAUNCHED(name);
   return TG_OK;
+}
+// S slices per unit (see the top; S == 1 is the plain walker).
+template <class P> static tg_status launch_sliced(cudaStream_t s, const P &p, const char *name, int S) {
+  if (S == 1 || p.units <= 0) return launch(s, p, name);
+  const int64_t blocks = blocks_for(p, name, S);
+  if (!blocks) return TG_ERR_UNSUPPORTED;
+  k_walk<P, true><<<(unsigned)blocks, kBlock, smem_of<P>(), s>>>(p, S);
+  TGC_LAUNCHED(name);
+  return TG_OK;
+}
+
+// Slices for a launch of `units` units of G lanes: while the launch has fewer than kFewThreads
+// threads, double S (at most 32 / G lanes, at most kMaxSlices). A function of the sizes only.
+constexpr int64_t kFewThreads = (int64_t)1 << 18;
+constexpr int kMaxSlices = 8;
+// Cap on S for benches that compare against the one-slice walker (bench/bench_graph.cu); the
+// library never changes it.
+inline int g_slice_cap = kMaxSlices;
+static inline int slices_for(int64_t units, int G) {
+  int S = 1;
+  while (S < kMaxSlices && S < g_slice_cap && G * S * 2 <= 32 && units * G * S * 2 <= kFewThreads)
+    S <<= 1;
+  return S;
 }
 
 // Smallest power of two >= n, capped at 32.

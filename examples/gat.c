@@ -215,22 +215,14 @@ int gat_model_init(gat_model *m, tg_runtime *rt, const gat_config *cfg, const ga
     return -1;
   }
   size_t es = tg_dtype_size(cfg->dtype);
-  m->pair_vals = malloc((E_bow ? E_bow : 1) * es);
+  m->zeros = calloc((size_t)(d->n > d->n_feat ? d->n : d->n_feat), es);
   for (int s = 0; s < 3; s++)
     m->target[s] = malloc((size_t)d->n * sizeof(int32_t));
-  if (!m->pair_vals || !m->target[0] || !m->target[1] || !m->target[2]) {
+  if (!m->zeros || !m->target[0] || !m->target[1] || !m->target[2]) {
     gat_model_free(m);
     return fail(err, "out of memory");
   }
   for (int64_t i = 0; i < d->n; i++) {
-    int64_t deg = d->feat_ptr[i + 1] - d->feat_ptr[i];
-    for (int64_t e = d->feat_ptr[i]; e < d->feat_ptr[i + 1]; e++) {
-      double v = 1.0 / (double)deg;
-      if (cfg->dtype == TG_F32)
-        ((float *)m->pair_vals)[e] = (float)v;
-      else
-        ((double *)m->pair_vals)[e] = v;
-    }
     for (int s = 0; s < 3; s++)
       m->target[s][i] = d->split[i] == s ? d->label[i] : -1;
   }
@@ -260,7 +252,7 @@ void gat_model_free(gat_model *m) {
   tg_tape_destroy(m->tape);
   tg_relation_destroy(m->graph);
   tg_relation_destroy(m->bow);
-  free(m->pair_vals);
+  free(m->zeros);
   for (int s = 0; s < 3; s++)
     free(m->target[s]);
   memset(m, 0, sizeof *m);
@@ -290,15 +282,23 @@ static tg_id gat_layer(gat_model *m, tg_id z, tg_id a_src, tg_id a_dst, tg_id b,
 tg_id gat_logits(gat_model *m, int train) {
   tg_tape *t = m->tape;
   const gat_data *d = m->data;
-  const int64_t H = m->cfg.heads1, C = m->cfg.hidden1, K = d->n_class, E_bow = d->feat_ptr[d->n];
-  int64_t sv[2] = {E_bow, 1};
-  tg_id xv;
-  if (tg_tape_input(t, m->cfg.dtype, 2, sv, m->pair_vals, (size_t)E_bow * tg_dtype_size(m->cfg.dtype), 0, &xv))
+  const int64_t H = m->cfg.heads1, C = m->cfg.hidden1, K = d->n_class;
+  /* x W1: the mean of W1's rows over each node's active features (equal scores 0 on bow), with the
+   * input dropout as the attention's dropout of pairs (gat.h) */
+  const size_t es = tg_dtype_size(m->cfg.dtype);
+  int64_t sn[2] = {d->n, 1}, sf[2] = {d->n_feat, 1}, sw[3] = {d->n_feat, 1, H * C};
+  tg_id z_dst, z_src;
+  if (tg_tape_input(t, m->cfg.dtype, 2, sn, m->zeros, (size_t)d->n * es, 0, &z_dst) ||
+      tg_tape_input(t, m->cfg.dtype, 2, sf, m->zeros, (size_t)d->n_feat * es, 0, &z_src))
     return TG_NO_ID;
-  if (train && m->cfg.in_drop > 0) xv = tg_dropout(t, xv, 1 - m->cfg.in_drop);
-  /* x W1 as a sum over each node's active features of the gathered rows of W1, weighted by x */
-  tg_id xw =
-      tg_graph_reduce(t, m->bow, tg_mul(t, tg_graph_gather(t, m->bow, m->w1, TG_GRAPH_SOURCE), xv), TG_REDUCE_SUM);
+  tg_graph_attention_options xo;
+  tg_graph_attention_options_init(&xo);
+  xo.dropout_keep = train && m->cfg.in_drop > 0 ? 1 - m->cfg.in_drop : 1;
+  tg_id w1 = tg_reshape(t, m->w1, 3, sw);
+  tg_provider prev;
+  tg_tape_set_provider(t, m->cfg.attention, &prev);
+  tg_id xw = tg_gat_attention(t, m->bow, z_dst, z_src, w1, &xo);
+  tg_tape_set_provider(t, prev, NULL);
   int64_t s1[3] = {d->n, H, C}, s2[3] = {d->n, 1, K};
   tg_id h = tg_elu(t, gat_layer(m, tg_reshape(t, xw, 3, s1), m->a_src1, m->a_dst1, m->b1, H, C, train), 1.0);
   if (train && m->cfg.hid_drop > 0) h = tg_dropout(t, h, 1 - m->cfg.hid_drop);
@@ -306,13 +306,18 @@ tg_id gat_logits(gat_model *m, int train) {
   return gat_layer(m, z2, m->a_src2, m->a_dst2, m->b2, 1, K, train);
 }
 
-/* Profiling (cfg.profile): the device drained and the clock read between phases. */
+/* Profiling (cfg.profile): the clock read when a phase's calls have returned (host time), then the
+ * device drained and the clock read again (phase time). */
+static double clock_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 static double phase_mark(gat_model *m, double t0, int phase) {
   if (!m->cfg.profile) return 0;
-  struct timespec ts;
+  if (phase >= 0) m->host_s[phase] += clock_s() - t0;
   tg_runtime_sync(m->rt);
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  double now = clock_s();
   if (phase >= 0) m->phase_s[phase] += now - t0;
   return now;
 }
@@ -330,6 +335,7 @@ int gat_train_step(gat_model *m, double *loss, char *err) {
   tg_id l = tg_cross_entropy(t, logits, tgt, -1);
   if (tg_tape_status(t)) return tape_fail(m, err, "forward");
   t0 = phase_mark(m, t0, 0);
+  if (m->cfg.profile) tg_tape_stats(t, &m->nodes, NULL);
   if (tg_tape_zero_grad(t) || tg_tape_backward(t, l)) return tape_fail(m, err, "backward");
   t0 = phase_mark(m, t0, 1);
   tg_adam_options o;

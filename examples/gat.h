@@ -4,10 +4,12 @@
  *
  * Model (N = 2708 nodes, F = 1433 features, 7 classes; heads-major columns, h * C + c):
  *   x     row-normalised bag of words: x[i, f] = 1 / deg_i on node i's active features. Never dense:
- *         the bipartite relation bow (nodes x features) holds the active pairs, and
- *         x W = sum over i's features f of x[i, f] W[f]  = graph_reduce(bow, graph_gather(bow, W) * xv, SUM)
- *         with xv [E_bow, 1] the pair values; input dropout (p 0.6) drops pairs, which is PyG's dropout
- *         of the dense x restricted to its nonzeros (zeros stay zero).
+ *         the bipartite relation bow (nodes x features) holds the active pairs, and x W is the mean
+ *         of W's rows over i's features, i.e. an attention over bow with equal scores:
+ *         x W = gat_attention(bow, 0, 0, W)  (softmax of equal scores = 1 / deg_i, LeakyReLU(0) = 0);
+ *         input dropout (p 0.6) is that attention's dropout of pairs (m / keep, the denominator
+ *         counting every pair), which is PyG's dropout of the dense x restricted to its nonzeros
+ *         (zeros stay zero). One node, nothing of size E_bow x 64 in either direction.
  *   layer 1  z = x W1 [N, 8, 8]; e_src = sum_c z a_src1, e_dst = sum_c z a_dst1 [N, 8];
  *            o = gat_attention(graph, e_dst, e_src, z) (LeakyReLU 0.2, attention dropout 0.6);
  *            h = ELU(o [N, 64] + b1); dropout 0.6
@@ -72,10 +74,12 @@ typedef struct gat_model {
   tg_tape *tape;
   tg_relation *graph, *bow;
   tg_id w1, a_src1, a_dst1, b1, w2, a_src2, a_dst2, b2; /* parameters, in this order */
-  void *pair_vals;                                      /* [E_bow] 1 / deg_i in cfg.dtype */
+  void *zeros;                                          /* [max(n, n_feat)] zeros in cfg.dtype */
   int32_t *target[3];                                   /* [n]: the label on the split's nodes, -1 elsewhere */
   uint64_t steps;                                       /* training steps taken */
   double phase_s[3];                                    /* cfg.profile: seconds in forward, backward, Adam */
+  double host_s[3]; /* cfg.profile: of those, seconds until the phase's calls returned (host side) */
+  size_t nodes;     /* cfg.profile: nodes recorded by the last training step */
 } gat_model;
 
 /* A model on runtime rt (its tape holds a reference to rt); weights initialised from cfg->seed. */

@@ -12,6 +12,13 @@
 
 /* ------------------------------------------------------------ binary */
 
+/* add's operand x of the result's element count (not broadcast) gets exactly gy: its gradient may
+ * take gy's buffer instead of a new one (tgi_grad_pass; saves a buffer of the result's size and
+ * the add into it, e.g. the bias add of a layer output). */
+static bool passes(tg_tape *t, host_binary_op op, tgi_value *x, tgi_value *y, int side) {
+  return op == HOST_ADD && x->numel == y->numel && tgi_grad_pass(t, x, y, side);
+}
+
 static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   tgi_value *a = tgi_in(t, n, 0), *b = tgi_in(t, n, 1), *y = tgi_out(t, n, 0);
   host_binary_op op = (host_binary_op)n->p.i[0];
@@ -23,17 +30,25 @@ static tg_status binary_backward(tg_tape *t, tgi_node *n) {
   if (n->cap->provider == TG_PROVIDER_HOST) {
     const void *gy = tgi_grad_h(t, y);
     const void *pa = tgi_read_h(t, a), *pb = tgi_read_h(t, b);
-    void *ga = a->requires_grad ? tgi_grad_h(t, a) : NULL;
-    void *gb = b->requires_grad ? tgi_grad_h(t, b) : NULL;
     if (t->status) return t->status;
-    host_binary_backward_bc((tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb);
+    const bool pass_a = a->requires_grad && passes(t, op, a, y, TGI_ON_HOST);
+    const bool pass_b = b->requires_grad && passes(t, op, b, y, TGI_ON_HOST);
+    void *ga = a->requires_grad && !pass_a ? tgi_grad_h(t, a) : NULL;
+    void *gb = b->requires_grad && !pass_b ? tgi_grad_h(t, b) : NULL;
+    if (t->status) return t->status;
+    if (ga || gb) host_binary_backward_bc((tg_dtype)y->dtype, op, &bc, pa, pb, gy, ga, gb);
     return TG_OK;
   }
 #ifdef TIGA_HAVE_CUDA
   const void *gy = tgi_grad_d(t, y);
   const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
-  void *ga = a->requires_grad ? tgi_grad_d(t, a) : NULL;
-  void *gb = b->requires_grad ? tgi_grad_d(t, b) : NULL;
+  if (t->status) return t->status;
+  const bool pass_a = a->requires_grad && passes(t, op, a, y, TGI_ON_DEV);
+  const bool pass_b = b->requires_grad && passes(t, op, b, y, TGI_ON_DEV);
+  void *ga = a->requires_grad && !pass_a ? tgi_grad_d(t, a) : NULL;
+  void *gb = b->requires_grad && !pass_b ? tgi_grad_d(t, b) : NULL;
+  if (t->status) return t->status;
+  if (!ga && !gb) return TG_OK;
   size_t ws_bytes = cuda_binary_backward_bc_workspace(&bc, ga != NULL, gb != NULL);
   void *ws = ws_bytes ? tgi_scratch_d(t, ws_bytes) : NULL; /* partial sums of broadcast gradients */
   if (t->status) return t->status;

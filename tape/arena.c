@@ -98,3 +98,8 @@ void tgi_arena_free(tgi_arena *a) {
   a->capacity = 0;
   a->in_use = 0;
 }
+
+void *tgi_arena_tail(const tgi_arena *a, size_t *bytes) {
+  *bytes = a->head ? a->head->size - a->head->used : 0;
+  return a->head ? (char *)a->head->base + a->head->used : NULL;
+}

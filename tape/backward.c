@@ -20,8 +20,11 @@ static void seed_one(void *p, tg_dtype dt) {
  * sweep's rule (a node runs when an output that requires grad receives a gradient); they may mark a
  * node the sweep then skips, which only makes the check stricter. */
 static tg_status check_versions(tg_tape *t, const char *fn, tgi_value *L) {
-  for (uint32_t i = 0; i < t->nvals; i++)
-    tgi_slot(t, i)->sweep_mark = false;
+  for (uint32_t i = 0; i < t->nvals; i++) {
+    tgi_value *v = tgi_slot(t, i);
+    v->sweep_mark = false;
+    v->sweep_uses = 0;
+  }
   L->sweep_mark = true;
   for (int32_t i = L->producer; i >= 0; i--) {
     const tgi_node *n = &t->nodes[i];
@@ -45,10 +48,27 @@ static tg_status check_versions(tg_tape *t, const char *fn, tgi_value *L) {
                          (long long)tgi_id_of(t, v), k, (unsigned long long)n->in_ver[k],
                          (unsigned long long)v->version, line);
       }
-      if (v->requires_grad) v->sweep_mark = true;
+      if (v->requires_grad) {
+        v->sweep_mark = true;
+        v->sweep_uses++; /* counts every node that may add into v's gradient (tgi_grad_pass) */
+      }
     }
   }
   return TG_OK;
+}
+
+/* A node whose one output shares its one input's storage (same bytes, same dtype: a view, e.g. a
+ * reshape of an op result) is the identity on the elements, so its input's gradient is its output's
+ * gradient: handed over (tgi_grad_pass) instead of running its backward, when the rules of the
+ * hand-off allow; false means the node's backward runs as usual. */
+static bool view_pass(tg_tape *t, tgi_node *n) {
+  if (n->n_in != 1 || n->n_out != 1 || n->in[0] == UINT32_MAX) return false;
+  tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
+  if (!x->requires_grad || x->dtype != y->dtype || x->bytes != y->bytes) return false;
+  const bool same_d = x->data.d && x->data.d == y->data.d, same_h = x->data.h && x->data.h == y->data.h;
+  if (!same_d && !same_h) return false;
+  const int side = (y->grad.valid & TGI_ON_DEV) ? TGI_ON_DEV : TGI_ON_HOST;
+  return tgi_grad_pass(t, x, y, side);
 }
 
 /* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
@@ -63,9 +83,13 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     if (v->kind == TGI_RESULT) {
       v->grad.valid = 0;
       v->has_grad = false;
+      if (v->grad_lent & TGI_ON_HOST) v->grad.h = NULL; /* another value's buffer: give it back */
+      if (v->grad_lent & TGI_ON_DEV) v->grad.d = NULL;
+      v->grad_lent = 0;
     }
   }
   t->cur_op = fn;
+  if (tgi_grad_zero_room(t)) goto failed;
   if (G) { /* seed: L's gradient = G's values, copied on the side that computed L (on the device
             * unless L lives only on the host: a large gradient never crosses the bus per step) */
     bool fresh = false;
@@ -124,6 +148,10 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     }
     if (!any) continue;
     t->cur_op = n->cap->op;
+    if (view_pass(t, n)) {
+      if (t->check_finite && !tgi_finite_backward(t, (uint32_t)i)) return t->status; /* sticky */
+      continue;
+    }
     s = n->cap->backward(t, n);
     if (s != TG_OK || t->status != TG_OK) {
       if (t->status == TG_OK) tgi_fail(t, s, "backward failed");

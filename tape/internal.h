@@ -43,6 +43,9 @@ void tgi_arena_init(tgi_arena *a, size_t align, void *ctx, void *(*alloc)(void *
 /* NULL when the underlying allocation fails. */
 void *tgi_arena_alloc(tgi_arena *a, size_t bytes);
 void tgi_arena_rewind(tgi_arena *a);
+/* The unused tail of the chunk being filled (where the next small allocations come from): its
+ * start, and its size in *bytes (0 and NULL when there is no chunk). */
+void *tgi_arena_tail(const tgi_arena *a, size_t *bytes);
 void tgi_arena_free(tgi_arena *a);
 
 /* ------------------------------------------------------------ device layer
@@ -142,9 +145,11 @@ typedef struct tgi_value {
   int64_t shape[TG_MAX_DIMS];
   int64_t numel;
   size_t bytes;
-  int32_t producer; /* node index, -1 for leaves */
-  bool retired;     /* free slot whose generation is exhausted: never handed out again */
-  bool sweep_mark;  /* backward's pre-pass: a gradient will flow into this value */
+  int32_t producer;    /* node index, -1 for leaves */
+  bool retired;        /* free slot whose generation is exhausted: never handed out again */
+  bool sweep_mark;     /* backward's pre-pass: a gradient will flow into this value */
+  uint8_t grad_lent;   /* sides (TGI_ON_*) whose grad buffer is another value's (tgi_grad_pass) */
+  uint32_t sweep_uses; /* backward's pre-pass: nodes of the sweep that may add into this gradient */
   tgi_buf data;
   tgi_buf grad;
   /* optimizer state (parameters only), same dtype and size as the value */
@@ -241,6 +246,11 @@ struct tg_tape {
 
   tgi_arena host_arena;
   tgi_arena dev_arena;
+  /* Device gradients of step values (not parameters) come from their own arena, so that one memset
+   * at the start of a sweep zeroes the room later gradients take: [grad_zero_lo, grad_zero_hi) is
+   * known to be zero and untouched since (blocks handed out from it need no zero-fill). */
+  tgi_arena grad_arena;
+  uintptr_t grad_zero_lo, grad_zero_hi;
 
   tg_status status;      /* sticky */
   char msg[TGI_MSG_CAP]; /* sticky message, or last returned error */
@@ -415,6 +425,23 @@ void *tgi_grad_d(tg_tape *t, tgi_value *v);
  * accumulating. With *fresh false the caller accumulates as usual. Saves a memset and a read. */
 void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
+
+/* Gradient hand-off, for a backward whose VJP gives input x exactly y's gradient gy (add's operand
+ * of the result's shape, a view): instead of a zero-filled buffer plus gx += gy, x's gradient on
+ * `side` (TGI_ON_HOST or TGI_ON_DEV) becomes y's gradient buffer. Done (true) only when x is an op
+ * result (a leaf's gradient persists and accumulates across steps) with no gradient yet in this
+ * sweep, this node is the only node of the sweep that adds into x's gradient (sweep_uses == 1), and
+ * gy is current on that side; then nothing writes either buffer again in the sweep, so both
+ * gradients read as they would with a copy. On true the caller must not add gy into x's gradient.
+ * The lent buffer is given back (the pointer forgotten) when the next sweep starts. The sweep itself
+ * hands off through a view: a node whose one output shares its one input's storage (tg_reshape of
+ * an op result) is taken to be the identity, so an op that shares storage must have that VJP. */
+bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
+/* Start of a sweep: zeroes the unused room of the device gradient arena with one memset when it is
+ * at most 16 MiB, so the gradients the sweep creates there need no zero-fill each (a steady
+ * training loop's whole sweep fits: the arena keeps the last step's size). TG_OK, or the memset's
+ * failure (sticky). */
+tg_status tgi_grad_zero_room(tg_tape *t);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the

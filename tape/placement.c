@@ -6,6 +6,11 @@
 #include <string.h>
 
 static void *side_alloc(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
+  if (side == TGI_ON_DEV && b == &v->grad && v->kind != TGI_PARAM && !b->d && t->rt->dev) {
+    b->d = tgi_arena_alloc(&t->grad_arena, v->bytes ? v->bytes : 1);
+    if (!b->d) tgi_fail(t, TG_ERR_OUT_OF_MEMORY, "out of device memory (%zu bytes for a gradient)", v->bytes);
+    return b->d;
+  }
   void **slot = side == TGI_ON_HOST ? &b->h : &b->d;
   if (*slot) return *slot;
   size_t bytes = v->bytes ? v->bytes : 1;
@@ -102,10 +107,14 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
     if (p) b->valid = (uint8_t)side; /* the caller accumulates into this side */
     return p;
   }
+  const bool had = (side == TGI_ON_HOST ? b->h : b->d) != NULL;
   void *p = side_alloc(t, v, b, side);
   if (!p) return NULL;
   if (fresh) {
     *fresh = true; /* the caller overwrites every element */
+  } else if (side == TGI_ON_DEV && !had && (uintptr_t)p >= t->grad_zero_lo &&
+             (uintptr_t)p + v->bytes <= t->grad_zero_hi) {
+    /* a new block from the room the sweep zeroed (tgi_grad_zero_room): already zero */
   } else if (side == TGI_ON_HOST) {
     memset(p, 0, v->bytes);
   } else {
@@ -124,6 +133,39 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
 void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST, NULL); }
 void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_HOST, fresh); }
 void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh) { return grad_side(t, v, TGI_ON_DEV, fresh); }
+
+tg_status tgi_grad_zero_room(tg_tape *t) {
+  size_t bytes = 0;
+  void *p = t->rt->dev ? tgi_arena_tail(&t->grad_arena, &bytes) : NULL;
+  t->grad_zero_lo = t->grad_zero_hi = 0;
+  /* Small steps only: there the launches saved are what counts; a large step's gradients are mostly
+   * written whole (GEMMs with beta = 0), and zeroing all of its room would cost bandwidth. */
+  const size_t room_max = (size_t)16 << 20;
+  if (!p || bytes == 0 || bytes > room_max) return TG_OK;
+  char msg[TGI_MSG_CAP];
+  tg_status s = tgi_device_zero(t->rt->dev, p, bytes, msg);
+  if (s) return tgi_fail(t, s, "%s", msg), s;
+  t->grad_zero_lo = (uintptr_t)p;
+  t->grad_zero_hi = (uintptr_t)p + bytes;
+  return TG_OK;
+}
+
+bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side) {
+  (void)t;
+  if (x == y || x->kind != TGI_RESULT || x->grad.valid || x->sweep_uses != 1 || !(y->grad.valid & side) ||
+      x->dtype != y->dtype || x->bytes != y->bytes || (x->flags & TGI_BORROWED))
+    return false;
+  void *g = side == TGI_ON_HOST ? y->grad.h : y->grad.d;
+  if (!g) return false;
+  if (side == TGI_ON_HOST)
+    x->grad.h = g;
+  else
+    x->grad.d = g;
+  x->grad.valid = (uint8_t)side;
+  x->grad_lent |= (uint8_t)side;
+  x->has_grad = true;
+  return true;
+}
 
 static void *state_side(tg_tape *t, tgi_value *v, int which, int side) {
   if (v->kind != TGI_PARAM) {

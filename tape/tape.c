@@ -97,6 +97,7 @@ tg_status tg_tape_create(tg_runtime *rt, tg_tape **out) {
   tgi_rt_retain(rt);
   tgi_arena_init(&t->host_arena, 64, rt, host_alloc, host_release);
   tgi_arena_init(&t->dev_arena, 256, rt, dev_alloc, dev_release);
+  tgi_arena_init(&t->grad_arena, 256, rt, dev_alloc, dev_release);
   t->grad_enabled = true;
   t->provider = TG_PROVIDER_AUTO;
   t->seed = 0x5eed;
@@ -150,6 +151,7 @@ void tgi_tape_release(tg_tape *t) {
   free(t->nodes);
   tgi_arena_free(&t->host_arena);
   tgi_arena_free(&t->dev_arena);
+  tgi_arena_free(&t->grad_arena);
   if (t->dev_flags) tgi_device_free(t->rt->dev, t->dev_flags);
   tgi_rt_release(t->rt);
   tag_give(t->tag);
@@ -302,6 +304,8 @@ tg_status tg_tape_reset(tg_tape *t) {
   t->nnodes = 0;
   tgi_arena_rewind(&t->host_arena);
   tgi_arena_rewind(&t->dev_arena);
+  tgi_arena_rewind(&t->grad_arena);
+  t->grad_zero_lo = t->grad_zero_hi = 0;
   tgi_finite_reset(t);
   t->status = TG_OK;
   t->msg[0] = 0;
