@@ -755,7 +755,7 @@ static void run_bench(bool shuffled) {
   CK(cudaGetDeviceProperties(&prop, 0));
   say("# device %s, %d SMs, L2 %d MB; points %s\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20,
       shuffled ? "in random order" : "sorted by grid cell");
-  const std::pair<int64_t, double> sizes[] = {{100000, 0.0335}, {400000, 0.0211}};
+  const std::pair<int64_t, double> sizes[] = {{100000, 0.035}, {400000, 0.022}};
   for (const auto &sz : sizes) {
     const HG g = radius_graph(sz.first, sz.second, shuffled, 7);
     int64_t maxdeg = 0;
@@ -777,8 +777,71 @@ static void run_bench(bool shuffled) {
   say("targets f+b: hid 16: 0.25 ms (100k), 0.6 ms (400k); hid 64: 1.2 ms (100k), 5 ms (400k)\n");
 }
 
+// ------------------------------------------------------------------ reference self-test (host only)
+// ref_backward against central differences of L = <dout, out(inputs)> through ref_forward, on a
+// small graph with continuous inputs (no GPU needed): checks the reference itself.
+static int run_ref_selftest() {
+  Rng rng{77};
+  const HG g = random_graph("st9x7", 9, 7, 3, {{4, 7}}, 3);
+  int bad = 0;
+  for (double keep : {1.0, 0.6}) {
+    const Cfg c{3, 2, 16, 2, 3, 0.2f, keep};
+    const int64_t E = g.nnz(), K = c.hid, H = c.H, F = c.F;
+    auto rv = [&](size_t n, double sc) {
+      std::vector<double> v(n);
+      for (auto &x : v)
+        x = sc * rng.normal();
+      return v;
+    };
+    RefIn x{rv(g.nk * K, 0.5), rv(g.nq * K, 0.5),   rv(g.nk * c.dim, 1), rv(g.nq * c.dim, 1),
+            rv(E * c.Fe, 0.5), rv(g.nk * H * F, 1), rv(c.dim * K, 0.5),  rv(c.Fe * K, 0.3),
+            rv(K, 0.3),        rv(K * H, 0.3),      rv(H, 0.5)};
+    const std::vector<double> dout = rv(g.nq * H * F, 1);
+    std::vector<double> out, lse, P;
+    ref_forward(g, c, x, out, lse, P);
+    RefGrads r = ref_backward(g, c, x, out, P, dout);
+    auto L = [&]() {
+      std::vector<double> o, l, p;
+      ref_forward(g, c, x, o, l, p);
+      double s = 0;
+      for (size_t t = 0; t < o.size(); ++t)
+        s += o[t] * dout[t];
+      return s;
+    };
+    std::vector<std::pair<const char *, std::pair<std::vector<double> *, std::vector<double> *>>> ts = {
+        {"U", {&x.U, &r.U}},    {"V", {&x.V, &r.V}},    {"ps", {&x.ps, &r.ps}},
+        {"pd", {&x.pd, &r.pd}}, {"fe", {&x.fe, &r.fe}}, {"values", {&x.values, &r.values}},
+        {"wp", {&x.wp, &r.wp}}, {"we", {&x.we, &r.we}}, {"b1", {&x.b1, &r.b1}},
+        {"w2", {&x.w2, &r.w2}}, {"b2", {&x.b2, &r.b2}}};
+    for (auto &t : ts) {
+      std::vector<double> &in = *t.second.first, &gr = *t.second.second;
+      double num = 0, den = 0;
+      for (size_t u = 0; u < in.size(); ++u) {
+        const double x0 = in[u], h = 1e-6;
+        in[u] = x0 + h;
+        const double lp = L();
+        in[u] = x0 - h;
+        const double lm = L();
+        in[u] = x0;
+        num = std::max(num, std::fabs((lp - lm) / (2 * h) - gr[u]));
+        den = std::max(den, std::fabs(gr[u]));
+      }
+      const bool ok = num <= 1e-6 * std::max(1.0, den);
+      bad += !ok;
+      say("%s ref self-test keep=%.1f d%-6s max err %.2e (max |grad| %.2e)\n", ok ? "PASS" : "FAIL", keep, t.first, num,
+          den);
+    }
+  }
+  for (const auto &sz : {std::pair<int64_t, double>{100000, 0.035}, {400000, 0.022}}) {
+    const HG g = radius_graph(sz.first, sz.second, false, 7);
+    say("# graph %s: n %lld nnz %lld avg degree %.2f\n", g.name.c_str(), (long long)g.nq, (long long)g.nnz(),
+        (double)g.nnz() / (double)g.nq);
+  }
+  return bad ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  bool check = false, bench = false, shuffled = false;
+  bool check = false, bench = false, shuffled = false, selftest = false;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--check"))
       check = true;
@@ -786,11 +849,14 @@ int main(int argc, char **argv) {
       bench = true;
     else if (!strcmp(argv[i], "--shuffled"))
       shuffled = true;
+    else if (!strcmp(argv[i], "--ref-selftest"))
+      selftest = true;
     else {
-      fprintf(stderr, "usage: %s [--check] [--bench [--shuffled]]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--check] [--bench [--shuffled]] [--ref-selftest]\n", argv[0]);
       return 2;
     }
   }
+  if (selftest) return run_ref_selftest();
   if (!check && !bench) check = true;
   if (const char *o = getenv("OUT")) {
     const std::string path = std::string(o) + "/bench_edge_attention.log";
