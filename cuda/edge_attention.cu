@@ -16,7 +16,8 @@ template <int HID, int HP> struct FwdSm {
   float sc[HP], m[HP], l[HP];
 };
 
-template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__(kFwdWarps * 32) k_fwd(const Args a) {
+template <typename T, int HID, int HP, int RM>
+__global__ void __launch_bounds__(kFwdWarps * 32, RM == 1 ? 3 : 1) k_fwd(const Args a) {
   __shared__ Wts<HID> w;
   __shared__ FwdSm<HID, HP> sms[kFwdWarps];
   load_wts<T, HID>(w, a);
@@ -30,7 +31,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
   Cols<T, RM> cl;
   cl.init(a, lane);
   constexpr int V = Cols<T, RM>::V;
-  constexpr int UF = RM == 1 ? 4 : 1; // edges loaded ahead per group
+  constexpr int UF = RM == 1 ? 8 / V : 1; // edges loaded ahead per group (8 elements)
   float acc[RM][V], m[HP], l[HP];
 #pragma unroll
   for (int r = 0; r < RM; ++r)

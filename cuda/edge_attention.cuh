@@ -331,13 +331,15 @@ static inline void set_cols(Args *x, std::initializer_list<const void *> ps) {
 }
 
 // K::run<T, HID, HP, RM>(stream, args) for the call's dtype, hidden width, heads (1, or padded to
-// 8) and chunks per lane (1, or the most any supported H * F needs).
+// 4 or 8) and chunks per lane (1, or the most any supported H * F needs).
 template <class K, typename T, int HID, int HP> static tg_status disp_rm(cudaStream_t s, const Args &a) {
   constexpr int RMAX = kMaxHF / tgc_vec_n<T>() / 32;
   return a.R == 1 ? K::template run<T, HID, HP, 1>(s, a) : K::template run<T, HID, HP, RMAX>(s, a);
 }
 template <class K, typename T, int HID> static tg_status disp_hp(cudaStream_t s, const Args &a) {
-  return a.H == 1 ? disp_rm<K, T, HID, 1>(s, a) : disp_rm<K, T, HID, kMaxH>(s, a);
+  return a.H == 1   ? disp_rm<K, T, HID, 1>(s, a)
+         : a.H <= 4 ? disp_rm<K, T, HID, 4>(s, a)
+                    : disp_rm<K, T, HID, kMaxH>(s, a);
 }
 template <class K, typename T> static tg_status disp_hid(cudaStream_t s, const Args &a) {
   switch (a.hid) {

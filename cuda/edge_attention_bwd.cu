@@ -15,23 +15,26 @@ namespace tgea {
 
 constexpr int kKB = 16; // hidden units per block of the per-unit phase
 
+// Per warp; followed in dynamic shared memory by each warp's edge features of the batch and their
+// dfe ([f][edge], Fe * 32 floats each), then each warp's weight sums (P floats).
 template <int HID, int HP> struct DstSm {
   float c[HID];                  // b1 + V[i]
-  float fe[kMaxFe * 32];         // edge features of the batch [f][edge]
-  float gfe[kMaxFe * 32];        // dfe of the batch [f][edge]
   float dpos[kMaxDim][32];       // ps[j] - pd[i] of the batch
   float dd[HP][32];              // <dout, values[j]> per head, then ds
   float da[kKB][33], z[kKB][33]; // one block of units: [unit][edge]
   int32_t j[32];
 };
 
-template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__(kDstWarps * 32) k_dst(const Args a) {
+template <typename T, int HID, int HP, int RM>
+__global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_dst(const Args a) {
   __shared__ Wts<HID> w;
   extern __shared__ __align__(16) float dyn[];
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB;
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
   DstSm<HID, HP> &sm = reinterpret_cast<DstSm<HID, HP> *>(dyn)[wid];
-  float *const wall = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float);
+  float *const sfe = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float) + wid * 64 * a.Fe;
+  float *const sgfe = sfe + 32 * a.Fe;
+  float *const wall = dyn + kDstWarps * (sizeof(DstSm<HID, HP>) / sizeof(float) + 64 * a.Fe);
   float *const wacc = wall + wid * a.P; // this warp's weight sums, the partial layout
   load_wts<T, HID>(w, a);
   if (a.wgrad)
@@ -85,9 +88,9 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
       int32_t j = 0;
       if (lane < nb) {
         j = a.ci[e0 + lane];
-        edge_in<T>(a, e0 + lane, j, i, dp, sm.fe + lane);
+        edge_in<T>(a, e0 + lane, j, i, dp, sfe + lane);
         float s[HP];
-        scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sm.fe + lane, s);
+        scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sfe + lane, s);
 #pragma unroll
         for (int h = 0; h < HP; ++h) {
           p[h] = tgg::exp_from(s[h], lse[h]);
@@ -107,7 +110,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
         sm.dpos[d][lane] = dp[d];
 #pragma unroll 1
       for (int f = 0; f < a.Fe; ++f)
-        sm.gfe[f * 32 + lane] = 0.f;
+        sgfe[f * 32 + lane] = 0.f;
       __syncwarp();
       // groups over edges: <dout[i, h], values[j, h]>
 #pragma unroll 1
@@ -141,7 +144,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
           for (int c = 0; c < kKB; c += 8) {
             const int k0 = kb * kKB + c;
             float x[8], da[8];
-            pre8<T, HID>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, k0, dp, sm.fe + lane, x);
+            pre8<T, HID>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, k0, dp, sfe + lane, x);
 #pragma unroll
             for (int q = 0; q < 8; ++q) {
               float dz = 0.f;
@@ -158,7 +161,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
 #pragma unroll
               for (int q = 0; q < 8; ++q)
                 r = fmaf(w.we[f][k0 + q], da[q], r);
-              sm.gfe[f * 32 + lane] += r;
+              sgfe[f * 32 + lane] += r;
             }
           }
         __syncwarp();
@@ -205,7 +208,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
           for (int f = 0; f < a.Fe; ++f) {
             float r = 0.f;
             for (int t = t0; t < t1; ++t)
-              r = fmaf(sm.fe[f * 32 + t], sm.da[kk][t], r);
+              r = fmaf(sfe[f * 32 + t], sm.da[kk][t], r);
             r += __shfl_xor_sync(0xffffffffu, r, 16);
             if (es == 0) wacc[(a.dim + f) * HID + k] += r;
           }
@@ -215,7 +218,7 @@ template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__
       if (lane < nb && a.g.fe)
 #pragma unroll 1
         for (int f = 0; f < a.Fe; ++f)
-          addf<T>(a.g.fe, (e0 + lane) * a.Fe + f, sm.gfe[f * 32 + lane]);
+          addf<T>(a.g.fe, (e0 + lane) * a.Fe + f, sgfe[f * 32 + lane]);
     }
     // row sums: dV[i] += sum_e da; dpd[i, d] -= sum_k wp[d, k] dV-row[k]
     if (a.g.V && es == 0)
@@ -263,7 +266,8 @@ template <int HID, int HP> struct SrcSm {
   int32_t i[32];
 };
 
-template <typename T, int HID, int HP, int RM> __global__ void __launch_bounds__(kSrcWarps * 32) k_src(const Args a) {
+template <typename T, int HID, int HP, int RM>
+__global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_src(const Args a) {
   __shared__ Wts<HID> w;
   __shared__ SrcSm<HID, HP> sms[kSrcWarps];
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB;
@@ -441,7 +445,8 @@ template <typename T> __global__ void __launch_bounds__(256) k_wsum(const Args a
 
 struct Dst {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
-    const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + (a.wgrad ? (size_t)a.P * sizeof(float) : 0));
+    const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + 64 * sizeof(float) * (size_t)a.Fe +
+                                     (a.wgrad ? (size_t)a.P * sizeof(float) : 0));
     TGC_CUDA(cudaFuncSetAttribute(k_dst<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     k_dst<T, HID, HP, RM><<<(unsigned)a.nblk, kDstWarps * 32, smem, s>>>(a);
     TGC_LAUNCHED("edge_attention_backward_dst");
@@ -495,8 +500,8 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   set_cols(&x, {in->values, out, dout, d->values});
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
-    if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, 16)) {
-      tgc_set_error("%s: workspace of %zu bytes (16-byte aligned), %zu needed", op, workspace ? workspace_bytes : 0,
+    if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
+      tgc_set_error("%s: workspace of %zu bytes (float aligned), %zu needed", op, workspace ? workspace_bytes : 0,
                     need);
       return TG_ERR_INVALID_ARGUMENT;
     }
