@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, RM == 1 ? 3 : 1) k_fwd(const A
   Cols<T, RM> cl;
   cl.init(a, lane);
   constexpr int V = Cols<T, RM>::V;
-  constexpr int UF = RM == 1 ? 8 / V : 1; // edges loaded ahead per group (8 elements)
+  constexpr int UF = RM == 1 ? 16 / V : 1; // edges loaded ahead per group (16 elements)
   float acc[RM][V], m[HP], l[HP];
 #pragma unroll
   for (int r = 0; r < RM; ++r)

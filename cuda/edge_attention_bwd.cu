@@ -29,7 +29,7 @@ template <typename T, int HID, int HP, int RM>
 __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_dst(const Args a) {
   __shared__ Wts<HID> w;
   extern __shared__ __align__(16) float dyn[];
-  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB;
+  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: edges loaded ahead
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
   DstSm<HID, HP> &sm = reinterpret_cast<DstSm<HID, HP> *>(dyn)[wid];
   float *const sfe = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float) + wid * 64 * a.Fe;
@@ -114,20 +114,30 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
       __syncwarp();
       // groups over edges: <dout[i, h], values[j, h]>
 #pragma unroll 1
-      for (int t = cl.grp; t < nb; t += cl.NG) {
-        float v[RM][V], dt[HP];
+      for (int t0 = cl.grp; t0 < nb; t0 += UF * cl.NG) {
+        float v[UF][RM][V];
 #pragma unroll
-        for (int r = 0; r < RM; ++r) {
+        for (int u = 0; u < UF; ++u)
 #pragma unroll
-          for (int q = 0; q < V; ++q)
-            v[r][q] = 0.f;
-          if (cl.has(a, r)) cl.load(a, a.vals, sm.j[t], r, v[r]);
+          for (int r = 0; r < RM; ++r) {
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+              v[u][r][q] = 0.f;
+            const int t = t0 + u * cl.NG;
+            if (t < nb && cl.has(a, r)) cl.load(a, a.vals, sm.j[t], r, v[u][r]);
+          }
+#pragma unroll
+        for (int u = 0; u < UF; ++u) {
+          const int t = t0 + u * cl.NG;
+          if (t < nb) { // uniform over the group
+            float dt[HP];
+            head_dot<HP, RM, V>(g, v[u], cl.hq, cl.G, dt);
+            if (cl.gl == 0)
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                sm.dd[h][t] = dt[h];
+          }
         }
-        head_dot<HP, RM, V>(g, v, cl.hq, cl.G, dt);
-        if (cl.gl == 0)
-#pragma unroll
-          for (int h = 0; h < HP; ++h)
-            sm.dd[h][t] = dt[h];
       }
       __syncwarp();
 #pragma unroll
@@ -270,7 +280,7 @@ template <typename T, int HID, int HP, int RM>
 __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_src(const Args a) {
   __shared__ Wts<HID> w;
   __shared__ SrcSm<HID, HP> sms[kSrcWarps];
-  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB;
+  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: entries loaded ahead
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
@@ -327,25 +337,36 @@ __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
     __syncwarp();
     // groups over entries: dvalues += p w dout[i]; <dout[i, h], values[j, h]>
 #pragma unroll 1
-    for (int t = cl.grp; t < nb; t += cl.NG) {
-      float x[RM][V];
+    for (int t0 = cl.grp; t0 < nb; t0 += UF * cl.NG) {
+      float x[UF][RM][V];
 #pragma unroll
-      for (int r = 0; r < RM; ++r) {
+      for (int u = 0; u < UF; ++u)
 #pragma unroll
-        for (int q = 0; q < V; ++q)
-          x[r][q] = 0.f;
-        if (cl.has(a, r)) cl.load(a, a.dout, sm.i[t], r, x[r]);
+        for (int r = 0; r < RM; ++r) {
 #pragma unroll
-        for (int q = 0; q < V; ++q)
-          acc[r][q] = fmaf(sm.pw[cl.template head<HP>(r, q)][t], x[r][q], acc[r][q]);
-      }
-      if (a.srcda) {
-        float dt[HP];
-        head_dot<HP, RM, V>(x, vj, cl.hq, cl.G, dt);
-        if (cl.gl == 0)
+          for (int q = 0; q < V; ++q)
+            x[u][r][q] = 0.f;
+          const int t = t0 + u * cl.NG;
+          if (t < nb && cl.has(a, r)) cl.load(a, a.dout, sm.i[t], r, x[u][r]);
+        }
 #pragma unroll
-          for (int h = 0; h < HP; ++h)
-            sm.dd[h][t] = dt[h];
+      for (int u = 0; u < UF; ++u) {
+        const int t = t0 + u * cl.NG;
+        if (t < nb) { // uniform over the group
+#pragma unroll
+          for (int r = 0; r < RM; ++r)
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+              acc[r][q] = fmaf(sm.pw[cl.template head<HP>(r, q)][t], x[u][r][q], acc[r][q]);
+          if (a.srcda) {
+            float dt[HP];
+            head_dot<HP, RM, V>(x[u], vj, cl.hq, cl.G, dt);
+            if (cl.gl == 0)
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                sm.dd[h][t] = dt[h];
+          }
+        }
       }
     }
     __syncwarp();
