@@ -1,0 +1,356 @@
+// Pieces shared by the tg_edge_attention kernels (cuda/edge_attention.cu, cuda/edge_attention_bwd.cu).
+// C++ only. Math and notation: cuda/edge_attention.h.
+//
+// One warp per segment (a destination row, or a source's transposed entries), walked in batches of
+// up to 32 edges. Score phase: lane = edge; the lane evaluates the score MLP of its edge
+//   a[k] = c[k] + g[k] + sum_d wp[d, k] dpos[d] + sum_f we[f, k] fe[f]
+// where c is the segment's constant vector (b1 + V[i] on a row, b1 + U[j] on a source) kept in the
+// warp's shared memory and g the other node's vector gathered from global memory, 8 units at a
+// time (16-byte loads). Column phase: the warp is split into groups of G lanes, a group per edge,
+// a lane per V-column chunk of the node's [H * F] feature row (values, dout); groups take edges
+// t = grp, grp + 32 / G, ... and their partial sums are combined in a fixed butterfly.
+#pragma once
+#include "edge_attention.h"
+#include "graph_walk.cuh"
+
+namespace tgea {
+using tgg::Drop;
+using tgg::Pack;
+
+constexpr int kMaxH = 8, kMaxDim = 3, kMaxFe = 16, kMaxHF = 1024;
+
+__device__ __forceinline__ float leaky(float x, float slope) { return x > 0.f ? x : slope * x; }
+__device__ __forceinline__ float leaky_d(float x, float slope) { return x > 0.f ? 1.f : slope; }
+
+// Everything a kernel reads; unused pointers NULL.
+struct Args {
+  int64_t nq, nk, H, F, HF;
+  int hid, dim, Fe;
+  tg_dtype dt;
+  float slope;
+  Drop drop;
+  int G, R;  // column phase: lanes per group, chunks per lane
+  int gvec;  // U and V rows 16-byte aligned (vector gathers)
+  int vvec;  // values / out / dout rows 16-byte aligned and HF a multiple of the vector width
+  int nblk;  // backward destination pass: blocks (== partial sets)
+  int P;     // floats per weight partial set
+  int wgrad; // weight gradients wanted
+  int edges; // backward destination pass walks the edges (else D only)
+  int srcda; // backward source pass needs da (dU or dps wanted)
+  const int64_t *rp, *tp, *te;
+  const int32_t *ci, *tr;
+  const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
+  const float *ps, *pd;
+  void *out;
+  float *lse;
+  const void *fout, *dout;
+  const float *lse_in;
+  float *D, *part;
+  tgc_edge_grads g;
+};
+
+template <typename T> __device__ __forceinline__ float ldf(const void *p, int64_t i) {
+  return tgc_to_f(static_cast<const T *>(p)[i]);
+}
+template <typename T> __device__ __forceinline__ void addf(void *p, int64_t i, float v) {
+  T *q = static_cast<T *>(p) + i;
+  *q = tgc_from_f<T>(tgc_to_f(*q) + v);
+}
+
+// The score MLP's weights in f32, heads padded to kMaxH with zeros, rows padded with zeros.
+template <int HID> struct Wts { float wp[kMaxDim][HID], we[kMaxFe][HID], b1[HID], w2[HID][kMaxH], b2[kMaxH]; };
+template <typename T, int HID> __device__ void load_wts(Wts<HID> &w, const Args &a) {
+  for (int t = threadIdx.x; t < kMaxDim * HID; t += blockDim.x) {
+    const int d = t / HID, k = t % HID;
+    w.wp[d][k] = d < a.dim && a.wp ? ldf<T>(a.wp, t) : 0.f;
+  }
+  for (int t = threadIdx.x; t < kMaxFe * HID; t += blockDim.x) {
+    const int f = t / HID, k = t % HID;
+    w.we[f][k] = f < a.Fe && a.we ? ldf<T>(a.we, t) : 0.f;
+  }
+  for (int t = threadIdx.x; t < HID * kMaxH; t += blockDim.x) {
+    const int k = t / kMaxH, h = t % kMaxH;
+    w.w2[k][h] = h < a.H && a.w2 ? ldf<T>(a.w2, k * a.H + h) : 0.f;
+  }
+  for (int t = threadIdx.x; t < HID; t += blockDim.x)
+    w.b1[t] = a.b1 ? ldf<T>(a.b1, t) : 0.f;
+  for (int t = threadIdx.x; t < kMaxH; t += blockDim.x)
+    w.b2[t] = t < a.H && a.b2 ? ldf<T>(a.b2, t) : 0.f;
+}
+
+// 8 consecutive elements of a gathered row as f32 (zeros for a NULL row).
+template <typename T> __device__ __forceinline__ void ld8(const T *p, int vec, float (&f)[8]) {
+  if (!p) {
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      f[q] = 0.f;
+  } else if (vec) {
+    if constexpr (sizeof(T) == 4) {
+      const Pack<T, 4> x = tgg::ldp<T, 4>(p), y = tgg::ldp<T, 4>(p + 4);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        f[q] = tgc_to_f(x.e[q]);
+        f[q + 4] = tgc_to_f(y.e[q]);
+      }
+    } else {
+      const Pack<T, 8> x = tgg::ldp<T, 8>(p);
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        f[q] = tgc_to_f(x.e[q]);
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      f[q] = tgc_to_f(p[q]);
+  }
+}
+
+// Pre-activations a[8] of units k0 .. k0 + 7 for one edge: c the segment's constant vector (shared
+// memory), gr the gathered row (NULL: zero), dp the edge's position difference, fes its edge
+// features in shared memory at fes[f * 32] (column of the lane).
+template <typename T, int HID>
+__device__ __forceinline__ void pre8(const Args &a, const Wts<HID> &w, const float *c, const T *gr, int k0,
+                                     const float (&dp)[kMaxDim], const float *fes, float (&x)[8]) {
+  ld8<T>(gr ? gr + k0 : nullptr, a.gvec, x);
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+    x[q] += c[k0 + q];
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d)
+    if (d < a.dim)
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        x[q] = fmaf(w.wp[d][k0 + q], dp[d], x[q]);
+#pragma unroll 1
+  for (int f = 0; f < a.Fe; ++f) {
+    const float v = fes[f * 32];
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      x[q] = fmaf(w.we[f][k0 + q], v, x[q]);
+  }
+}
+
+// The HP head scores of one edge (heads >= H come out as 0: zero weights).
+template <typename T, int HID, int HP>
+__device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const float *c, const T *gr,
+                                       const float (&dp)[kMaxDim], const float *fes, float (&s)[HP]) {
+#pragma unroll
+  for (int h = 0; h < HP; ++h)
+    s[h] = w.b2[h];
+#pragma unroll
+  for (int k0 = 0; k0 < HID; k0 += 8) {
+    float x[8];
+    pre8<T, HID>(a, w, c, gr, k0, dp, fes, x);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      const float z = leaky(x[q], a.slope);
+#pragma unroll
+      for (int h = 0; h < HP; ++h)
+        s[h] = fmaf(z, w.w2[k0 + q][h], s[h]);
+    }
+  }
+}
+
+// An edge's geometry and edge features: dp = ps[j] - pd[i] (NULL positions read as 0), fe row
+// stashed at fes[f * 32].
+template <typename T>
+__device__ __forceinline__ void edge_in(const Args &a, int64_t e, int64_t j, int64_t i, float (&dp)[kMaxDim],
+                                        float *fes) {
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d) {
+    const float s = d < a.dim && a.ps ? a.ps[j * a.dim + d] : 0.f;
+    const float t = d < a.dim && a.pd ? a.pd[i * a.dim + d] : 0.f;
+    dp[d] = s - t;
+  }
+#pragma unroll 1
+  for (int f = 0; f < a.Fe; ++f)
+    fes[f * 32] = a.fe ? ldf<T>(a.fe, e * a.Fe + f) : 0.f;
+}
+
+// ---------------------------------------------------------------- column phase
+// Lane (grp, gl) owns chunks c = gl + G r (r < RM, r < R) of V columns of a [H * F] row.
+template <typename T, int RM> struct Cols {
+  static constexpr int V = tgc_vec_n<T>();
+  int G, NG, grp, gl;
+  int hq[RM][V]; // head of each owned column (clamped for columns past HF)
+  __device__ __forceinline__ void init(const Args &a, int lane) {
+    G = a.G;
+    NG = 32 / G;
+    grp = lane / G;
+    gl = lane % G;
+#pragma unroll
+    for (int r = 0; r < RM; ++r)
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        int64_t col = (int64_t)(gl + G * r) * V + q;
+        if (col >= a.HF) col = a.HF - 1;
+        hq[r][q] = (int)(col / a.F);
+      }
+  }
+  // Head of owned column (r, q) as an index into per-head arrays of HP entries.
+  template <int HP> __device__ __forceinline__ int head(int r, int q) const { return HP == 1 ? 0 : hq[r][q]; }
+  __device__ __forceinline__ bool has(const Args &a, int r) const {
+    return r < a.R && (int64_t)(gl + G * r) * V < a.HF;
+  }
+  __device__ __forceinline__ int64_t col(int r) const { return (int64_t)(gl + G * r) * V; }
+  // Row n's chunk r as f32 (columns past HF read as 0).
+  __device__ __forceinline__ void load(const Args &a, const void *base, int64_t n, int r, float (&f)[V]) const {
+    const T *p = static_cast<const T *>(base) + n * a.HF + col(r);
+    if (a.vvec) {
+      const Pack<T, V> x = tgg::ldp<T, V>(p);
+#pragma unroll
+      for (int q = 0; q < V; ++q)
+        f[q] = tgc_to_f(x.e[q]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < V; ++q)
+        f[q] = col(r) + q < a.HF ? tgc_to_f(p[q]) : 0.f;
+    }
+  }
+  // Row n's chunk r += f (accumulate into storage).
+  __device__ __forceinline__ void add(const Args &a, void *base, int64_t n, int r, const float (&f)[V],
+                                      bool accumulate) const {
+    T *p = static_cast<T *>(base) + n * a.HF + col(r);
+    if (a.vvec) {
+      float o[V];
+      if (accumulate) {
+        const Pack<T, V> x = tgg::ldp<T, V>(p);
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+          o[q] = tgc_to_f(x.e[q]) + f[q];
+      } else {
+#pragma unroll
+        for (int q = 0; q < V; ++q)
+          o[q] = f[q];
+      }
+      tgg::stp<T, V>(p, o);
+    } else {
+#pragma unroll
+      for (int q = 0; q < V; ++q)
+        if (col(r) + q < a.HF) p[q] = tgc_from_f<T>(accumulate ? tgc_to_f(p[q]) + f[q] : f[q]);
+    }
+  }
+  // Sum of x over the warp's groups (same lane of each group), fixed butterfly.
+  __device__ __forceinline__ float across(float x) const {
+    for (int o = G; o < 32; o <<= 1)
+      x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+  }
+};
+
+// Per-head dot of the lane's owned columns of two rows (x, y in registers), summed over the group.
+template <int HP, int RM, int V>
+__device__ __forceinline__ void head_dot(const float (&x)[RM][V], const float (&y)[RM][V], const int (&hq)[RM][V],
+                                         int G, float (&d)[HP]) {
+#pragma unroll
+  for (int h = 0; h < HP; ++h)
+    d[h] = 0.f;
+#pragma unroll
+  for (int r = 0; r < RM; ++r)
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      const float v = x[r][q] * y[r][q];
+#pragma unroll
+      for (int h = 0; h < HP; ++h)
+        d[h] += HP == 1 || hq[r][q] == h ? v : 0.f;
+    }
+#pragma unroll
+  for (int h = 0; h < HP; ++h)
+    d[h] = tgg::group_sum(d[h], G);
+}
+
+// ---------------------------------------------------------------- host side
+constexpr int kDstWarps = 4, kSrcWarps = 4;
+constexpr int64_t kMaxDstBlocks = 2048; // fixed: the weight partials' order does not depend on the device
+
+static inline int64_t dst_blocks(int64_t nq) {
+  const int64_t b = (nq + kDstWarps - 1) / kDstWarps;
+  return b < kMaxDstBlocks ? b : kMaxDstBlocks;
+}
+// Weight partial layout (floats): dwp [dim][hid], dwe [Fe][hid], db1 [hid], dw2 [H][hid], db2 [H].
+static inline int64_t partial_floats(const tgc_edge_attn *a) { return (a->dim + a->Fe + 1 + a->H) * a->hid + a->H; }
+static inline int64_t ws_d_floats(const tgc_csr *g, const tgc_edge_attn *a) { return (g->nq * a->H + 3) & ~3ll; }
+
+static inline tg_status make_args(const char *op, const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
+                                  bool need_transpose, Args *x) {
+  tg_status st = tgg::check_csr(g, op, need_transpose);
+  if (st != TG_OK) return st;
+  if (const char *why = cuda_edge_attention_unsupported(a)) {
+    tgc_set_error("%s: unsupported: %s", op, why);
+    return TG_ERR_UNSUPPORTED;
+  }
+  if (!in) {
+    tgc_set_error("%s: inputs are NULL", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (g->nnz > 0 && g->nq > 0 && (!in->values || !in->w2)) {
+    tgc_set_error("%s: values or w2 is NULL", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  *x = Args{};
+  x->nq = g->nq;
+  x->nk = g->nk;
+  x->H = a->H;
+  x->F = a->F;
+  x->HF = a->H * a->F;
+  x->hid = (int)a->hid;
+  x->dim = a->dim;
+  x->Fe = a->Fe;
+  x->dt = a->dtype;
+  x->slope = a->slope;
+  x->rp = g->row_ptr;
+  x->ci = g->col_idx;
+  x->tp = g->t_ptr;
+  x->tr = g->t_row;
+  x->te = g->t_edge;
+  x->U = in->U;
+  x->V = in->V;
+  x->fe = a->Fe > 0 ? in->fe : nullptr;
+  x->vals = in->values;
+  x->wp = a->dim > 0 ? in->wp : nullptr;
+  x->we = a->Fe > 0 ? in->we : nullptr;
+  x->b1 = in->b1;
+  x->w2 = in->w2;
+  x->b2 = in->b2;
+  x->ps = a->dim > 0 ? in->ps : nullptr;
+  x->pd = a->dim > 0 ? in->pd : nullptr;
+  x->gvec = tgc_aligned(in->U, 16) && tgc_aligned(in->V, 16);
+  return tgg::make_drop(g, a->keep, a->seed, a->call, &x->drop, op);
+}
+
+// Column phase geometry for the feature rows at ps (values, out, dout, dvalues).
+static inline void set_cols(Args *x, std::initializer_list<const void *> ps) {
+  const int vn = x->dt == TG_F32 ? 4 : 8;
+  const int64_t nc = (x->HF + vn - 1) / vn;
+  x->G = tgg::lanes_for(nc);
+  x->R = (int)((nc + x->G - 1) / x->G);
+  bool al = x->HF % vn == 0;
+  for (const void *p : ps)
+    al = al && tgc_aligned(p, 16);
+  x->vvec = al;
+}
+
+// K::run<T, HID, HP, RM>(stream, args) for the call's dtype, hidden width, heads (1, or padded to
+// 4 or 8) and chunks per lane (1, or the most any supported H * F needs).
+template <class K, typename T, int HID, int HP> static tg_status disp_rm(cudaStream_t s, const Args &a) {
+  constexpr int RMAX = kMaxHF / tgc_vec_n<T>() / 32;
+  return a.R == 1 ? K::template run<T, HID, HP, 1>(s, a) : K::template run<T, HID, HP, RMAX>(s, a);
+}
+template <class K, typename T, int HID> static tg_status disp_hp(cudaStream_t s, const Args &a) {
+  return a.H == 1   ? disp_rm<K, T, HID, 1>(s, a)
+         : a.H <= 4 ? disp_rm<K, T, HID, 4>(s, a)
+                    : disp_rm<K, T, HID, kMaxH>(s, a);
+}
+template <class K, typename T> static tg_status disp_hid(cudaStream_t s, const Args &a) {
+  switch (a.hid) {
+  case 16: return disp_hp<K, T, 16>(s, a);
+  case 32: return disp_hp<K, T, 32>(s, a);
+  case 64: return disp_hp<K, T, 64>(s, a);
+  default: return disp_hp<K, T, 128>(s, a);
+  }
+}
+template <class K> static tg_status dispatch(cudaStream_t s, const Args &a) {
+  return a.dt == TG_F32 ? disp_hid<K, float>(s, a) : disp_hid<K, __nv_bfloat16>(s, a);
+}
+
+} // namespace tgea

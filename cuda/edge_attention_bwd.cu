@@ -1,0 +1,546 @@
+// tg_edge_attention's fused backward (cuda/edge_attention.h): three kernels, all recomputing a, z,
+// s, p per edge from the inputs and lse (nothing of size E is stored).
+//   k_dst  one warp per destination row, rows assigned statically (warp w of the grid takes rows
+//          w, w + W, ...): D = <dout, out> (saved for k_src), then per batch of 32 edges dp, ds, da
+//          and the row sums dV[i], dpd[i], the per-edge dfe[e], and the weight sums over the block's
+//          edges (per-warp shared accumulators, summed in warp order into one partial set per block).
+//   k_src  one warp per source over the transpose: dvalues[j], dU[j], dps[j].
+//   k_wsum one block per weight element: the block partials summed in block order (fixed tree),
+//          added into the gradient in its storage dtype.
+// Sums over a batch's edges for unit k are taken by lane (es, kk): half es of the batch for unit
+// kb * 16 + kk, the halves then added with one shuffle. Every order is fixed: bit-reproducible.
+#include "edge_attention.cuh"
+
+namespace tgea {
+
+constexpr int kKB = 16; // hidden units per block of the per-unit phase
+
+// Per warp; followed in dynamic shared memory by each warp's edge features of the batch and their
+// dfe ([f][edge], Fe * 32 floats each), then each warp's weight sums (P floats).
+template <int HID, int HP> struct DstSm {
+  float c[HID];                  // b1 + V[i]
+  float dpos[kMaxDim][32];       // ps[j] - pd[i] of the batch
+  float dd[HP][32];              // <dout, values[j]> per head, then ds
+  float da[kKB][33], z[kKB][33]; // one block of units: [unit][edge]
+  int32_t j[32];
+};
+
+template <typename T, int HID, int HP, int RM>
+__global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_dst(const Args a) {
+  __shared__ Wts<HID> w;
+  extern __shared__ __align__(16) float dyn[];
+  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: edges loaded ahead
+  const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
+  DstSm<HID, HP> &sm = reinterpret_cast<DstSm<HID, HP> *>(dyn)[wid];
+  float *const sfe = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float) + wid * 64 * a.Fe;
+  float *const sgfe = sfe + 32 * a.Fe;
+  float *const wall = dyn + kDstWarps * (sizeof(DstSm<HID, HP>) / sizeof(float) + 64 * a.Fe);
+  float *const wacc = wall + wid * a.P; // this warp's weight sums, the partial layout
+  load_wts<T, HID>(w, a);
+  if (a.wgrad)
+    for (int t = threadIdx.x; t < kDstWarps * a.P; t += blockDim.x)
+      wall[t] = 0.f;
+  __syncthreads();
+  Cols<T, RM> cl;
+  cl.init(a, lane);
+  const T *U = static_cast<const T *>(a.U);
+  const int ob1 = (a.dim + a.Fe) * HID, ow2 = ob1 + HID;
+  float db2[HP];
+#pragma unroll
+  for (int h = 0; h < HP; ++h)
+    db2[h] = 0.f;
+  const int64_t nw = (int64_t)gridDim.x * kDstWarps;
+#pragma unroll 1
+  for (int64_t i = (int64_t)blockIdx.x * kDstWarps + wid; i < a.nq; i += nw) {
+    float g[RM][V], o[RM][V], D[HP];
+#pragma unroll
+    for (int r = 0; r < RM; ++r) {
+#pragma unroll
+      for (int q = 0; q < V; ++q)
+        g[r][q] = o[r][q] = 0.f;
+      if (cl.has(a, r)) {
+        cl.load(a, a.dout, i, r, g[r]);
+        cl.load(a, a.fout, i, r, o[r]);
+      }
+    }
+    head_dot<HP, RM, V>(g, o, cl.hq, cl.G, D);
+#pragma unroll
+    for (int h = 0; h < HP; ++h)
+      if (lane == h && h < a.H) a.D[i * a.H + h] = D[h];
+    if (!a.edges) continue;
+    float lse[HP];
+#pragma unroll
+    for (int h = 0; h < HP; ++h)
+      lse[h] = h < a.H ? a.lse_in[h * a.nq + i] : -INFINITY;
+    for (int k = lane; k < HID; k += 32)
+      sm.c[k] = w.b1[k] + (a.V ? ldf<T>(a.V, i * HID + k) : 0.f);
+    float dv[NKB];
+#pragma unroll
+    for (int kb = 0; kb < NKB; ++kb)
+      dv[kb] = 0.f;
+    const int64_t b = a.rp[i], e = a.rp[i + 1];
+    __syncwarp();
+#pragma unroll 1
+    for (int64_t e0 = b; e0 < e; e0 += 32) {
+      const int nb = (int)(e - e0 < 32 ? e - e0 : 32);
+      // lane = edge: scores, p, dropout weight
+      float p[HP], wd[HP], dp[kMaxDim], ds[HP];
+      int32_t j = 0;
+      if (lane < nb) {
+        j = a.ci[e0 + lane];
+        edge_in<T>(a, e0 + lane, j, i, dp, sfe + lane);
+        float s[HP];
+        scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sfe + lane, s);
+#pragma unroll
+        for (int h = 0; h < HP; ++h) {
+          p[h] = tgg::exp_from(s[h], lse[h]);
+          wd[h] = h < a.H ? a.drop.w(h, i, j) : 0.f;
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < HP; ++h)
+          p[h] = wd[h] = 0.f;
+#pragma unroll
+        for (int d = 0; d < kMaxDim; ++d)
+          dp[d] = 0.f;
+      }
+      sm.j[lane] = j;
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        sm.dpos[d][lane] = dp[d];
+#pragma unroll 1
+      for (int f = 0; f < a.Fe; ++f)
+        sgfe[f * 32 + lane] = 0.f;
+      __syncwarp();
+      // groups over edges: <dout[i, h], values[j, h]>
+#pragma unroll 1
+      for (int t0 = cl.grp; t0 < nb; t0 += UF * cl.NG) {
+        float v[UF][RM][V];
+#pragma unroll
+        for (int u = 0; u < UF; ++u)
+#pragma unroll
+          for (int r = 0; r < RM; ++r) {
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+              v[u][r][q] = 0.f;
+            const int t = t0 + u * cl.NG;
+            if (t < nb && cl.has(a, r)) cl.load(a, a.vals, sm.j[t], r, v[u][r]);
+          }
+#pragma unroll
+        for (int u = 0; u < UF; ++u) {
+          const int t = t0 + u * cl.NG;
+          if (t < nb) { // uniform over the group
+            float dt[HP];
+            head_dot<HP, RM, V>(g, v[u], cl.hq, cl.G, dt);
+            if (cl.gl == 0)
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                sm.dd[h][t] = dt[h];
+          }
+        }
+      }
+      __syncwarp();
+#pragma unroll
+      for (int h = 0; h < HP; ++h) {
+        ds[h] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - D[h]) : 0.f;
+        db2[h] += ds[h];
+        sm.dd[h][lane] = ds[h];
+      }
+#pragma unroll
+      for (int kb = 0; kb < NKB; ++kb) {
+        // lane = edge: da and z of units kb * 16 .. + 15, dfe
+        if (lane < nb)
+#pragma unroll
+          for (int c = 0; c < kKB; c += 8) {
+            const int k0 = kb * kKB + c;
+            float x[8], da[8];
+            pre8<T, HID>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, k0, dp, sfe + lane, x);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+              float dz = 0.f;
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                dz = fmaf(ds[h], w.w2[k0 + q][h], dz);
+              da[q] = dz * leaky_d(x[q], a.slope);
+              sm.da[c + q][lane] = da[q];
+              sm.z[c + q][lane] = leaky(x[q], a.slope);
+            }
+#pragma unroll 1
+            for (int f = 0; f < a.Fe; ++f) {
+              float r = 0.f;
+#pragma unroll
+              for (int q = 0; q < 8; ++q)
+                r = fmaf(w.we[f][k0 + q], da[q], r);
+              sgfe[f * 32 + lane] += r;
+            }
+          }
+        __syncwarp();
+        // lane = (es, kk): sums over half es of the batch for unit k
+        const int k = kb * kKB + kk, t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
+        float sda = 0.f, rwp[kMaxDim], rw2[HP];
+#pragma unroll
+        for (int d = 0; d < kMaxDim; ++d)
+          rwp[d] = 0.f;
+#pragma unroll
+        for (int h = 0; h < HP; ++h)
+          rw2[h] = 0.f;
+#pragma unroll 4
+        for (int t = t0; t < t1; ++t) {
+          const float d_ = sm.da[kk][t], z_ = sm.z[kk][t];
+          sda += d_;
+#pragma unroll
+          for (int d = 0; d < kMaxDim; ++d)
+            if (d < a.dim) rwp[d] = fmaf(sm.dpos[d][t], d_, rwp[d]);
+          if (a.wgrad)
+#pragma unroll
+            for (int h = 0; h < HP; ++h)
+              rw2[h] = fmaf(sm.dd[h][t], z_, rw2[h]);
+        }
+        sda += __shfl_xor_sync(0xffffffffu, sda, 16);
+        dv[kb] += sda;
+        if (a.wgrad) {
+#pragma unroll
+          for (int d = 0; d < kMaxDim; ++d)
+            rwp[d] += __shfl_xor_sync(0xffffffffu, rwp[d], 16);
+#pragma unroll
+          for (int h = 0; h < HP; ++h)
+            rw2[h] += __shfl_xor_sync(0xffffffffu, rw2[h], 16);
+          if (es == 0) {
+#pragma unroll
+            for (int d = 0; d < kMaxDim; ++d)
+              if (d < a.dim) wacc[d * HID + k] += rwp[d];
+            wacc[ob1 + k] += sda;
+#pragma unroll
+            for (int h = 0; h < HP; ++h)
+              if (h < a.H) wacc[ow2 + h * HID + k] += rw2[h];
+          }
+#pragma unroll 1
+          for (int f = 0; f < a.Fe; ++f) {
+            float r = 0.f;
+            for (int t = t0; t < t1; ++t)
+              r = fmaf(sfe[f * 32 + t], sm.da[kk][t], r);
+            r += __shfl_xor_sync(0xffffffffu, r, 16);
+            if (es == 0) wacc[(a.dim + f) * HID + k] += r;
+          }
+        }
+        __syncwarp();
+      }
+      if (lane < nb && a.g.fe)
+#pragma unroll 1
+        for (int f = 0; f < a.Fe; ++f)
+          addf<T>(a.g.fe, (e0 + lane) * a.Fe + f, sgfe[f * 32 + lane]);
+    }
+    // row sums: dV[i] += sum_e da; dpd[i, d] -= sum_k wp[d, k] dV-row[k]
+    if (a.g.V && es == 0)
+#pragma unroll
+      for (int kb = 0; kb < NKB; ++kb)
+        addf<T>(a.g.V, i * HID + kb * kKB + kk, dv[kb]);
+    if (a.g.pd)
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        if (d < a.dim) {
+          float r = 0.f;
+          if (es == 0)
+#pragma unroll
+            for (int kb = 0; kb < NKB; ++kb)
+              r = fmaf(w.wp[d][kb * kKB + kk], dv[kb], r);
+          r = tgc_warp_sum(r);
+          if (lane == 0) a.g.pd[i * a.dim + d] -= r;
+        }
+    __syncwarp();
+  }
+  if (a.wgrad) {
+#pragma unroll
+    for (int h = 0; h < HP; ++h) {
+      const float r = tgc_warp_sum(db2[h]);
+      if (lane == 0 && h < a.H) wacc[ow2 + a.H * HID + h] += r;
+    }
+  }
+  __syncthreads();
+  if (a.wgrad)
+    for (int t = threadIdx.x; t < a.P; t += blockDim.x) {
+      float s = 0.f;
+#pragma unroll
+      for (int q = 0; q < kDstWarps; ++q)
+        s += wall[q * a.P + t];
+      a.part[(int64_t)blockIdx.x * a.P + t] = s;
+    }
+}
+
+template <int HID, int HP> struct SrcSm {
+  float c[HID];          // b1 + U[j]
+  float fe[kMaxFe * 32]; // edge features of the batch [f][entry]
+  float pw[HP][32];      // p * w
+  float dd[HP][32];      // <dout[i, h], values[j, h]>
+  float da[kKB][33];
+  int32_t i[32];
+};
+
+template <typename T, int HID, int HP, int RM>
+__global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_src(const Args a) {
+  __shared__ Wts<HID> w;
+  __shared__ SrcSm<HID, HP> sms[kSrcWarps];
+  constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: entries loaded ahead
+  load_wts<T, HID>(w, a);
+  __syncthreads();
+  const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
+  const int64_t j = (int64_t)blockIdx.x * kSrcWarps + wid;
+  if (j >= a.nk) return; // warp-uniform, after the block's only barrier
+  SrcSm<HID, HP> &sm = sms[wid];
+  for (int k = lane; k < HID; k += 32)
+    sm.c[k] = w.b1[k] + (a.U ? ldf<T>(a.U, j * HID + k) : 0.f);
+  Cols<T, RM> cl;
+  cl.init(a, lane);
+  const T *Vn = static_cast<const T *>(a.V);
+  float vj[RM][V], acc[RM][V], du[NKB];
+#pragma unroll
+  for (int r = 0; r < RM; ++r) {
+#pragma unroll
+    for (int q = 0; q < V; ++q)
+      vj[r][q] = acc[r][q] = 0.f;
+    if (a.srcda && cl.has(a, r)) cl.load(a, a.vals, j, r, vj[r]);
+  }
+#pragma unroll
+  for (int kb = 0; kb < NKB; ++kb)
+    du[kb] = 0.f;
+  const int64_t b = a.tp[j], e = a.tp[j + 1];
+  __syncwarp();
+#pragma unroll 1
+  for (int64_t e0 = b; e0 < e; e0 += 32) {
+    const int nb = (int)(e - e0 < 32 ? e - e0 : 32);
+    float p[HP], wd[HP], dp[kMaxDim], Dv[HP];
+    int32_t i = 0;
+    if (lane < nb) {
+      i = a.tr[e0 + lane];
+      edge_in<T>(a, a.te[e0 + lane], j, i, dp, sm.fe + lane);
+      float s[HP];
+      scores<T, HID, HP>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, dp, sm.fe + lane, s);
+#pragma unroll
+      for (int h = 0; h < HP; ++h) {
+        const bool on = h < a.H;
+        p[h] = on ? tgg::exp_from(s[h], a.lse_in[h * a.nq + i]) : 0.f;
+        wd[h] = on ? a.drop.w(h, i, j) : 0.f;
+        Dv[h] = on && a.srcda ? a.D[(int64_t)i * a.H + h] : 0.f;
+      }
+    } else {
+#pragma unroll
+      for (int h = 0; h < HP; ++h)
+        p[h] = wd[h] = Dv[h] = 0.f;
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        dp[d] = 0.f;
+    }
+    sm.i[lane] = i;
+#pragma unroll
+    for (int h = 0; h < HP; ++h)
+      sm.pw[h][lane] = p[h] * wd[h];
+    __syncwarp();
+    // groups over entries: dvalues += p w dout[i]; <dout[i, h], values[j, h]>
+#pragma unroll 1
+    for (int t0 = cl.grp; t0 < nb; t0 += UF * cl.NG) {
+      float x[UF][RM][V];
+#pragma unroll
+      for (int u = 0; u < UF; ++u)
+#pragma unroll
+        for (int r = 0; r < RM; ++r) {
+#pragma unroll
+          for (int q = 0; q < V; ++q)
+            x[u][r][q] = 0.f;
+          const int t = t0 + u * cl.NG;
+          if (t < nb && cl.has(a, r)) cl.load(a, a.dout, sm.i[t], r, x[u][r]);
+        }
+#pragma unroll
+      for (int u = 0; u < UF; ++u) {
+        const int t = t0 + u * cl.NG;
+        if (t < nb) { // uniform over the group
+#pragma unroll
+          for (int r = 0; r < RM; ++r)
+#pragma unroll
+            for (int q = 0; q < V; ++q)
+              acc[r][q] = fmaf(sm.pw[cl.template head<HP>(r, q)][t], x[u][r][q], acc[r][q]);
+          if (a.srcda) {
+            float dt[HP];
+            head_dot<HP, RM, V>(x[u], vj, cl.hq, cl.G, dt);
+            if (cl.gl == 0)
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                sm.dd[h][t] = dt[h];
+          }
+        }
+      }
+    }
+    __syncwarp();
+    if (a.srcda) {
+      float ds[HP];
+#pragma unroll
+      for (int h = 0; h < HP; ++h)
+        ds[h] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - Dv[h]) : 0.f;
+#pragma unroll
+      for (int kb = 0; kb < NKB; ++kb) {
+        if (lane < nb)
+#pragma unroll
+          for (int c = 0; c < kKB; c += 8) {
+            const int k0 = kb * kKB + c;
+            float x[8];
+            pre8<T, HID>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, k0, dp, sm.fe + lane, x);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+              float dz = 0.f;
+#pragma unroll
+              for (int h = 0; h < HP; ++h)
+                dz = fmaf(ds[h], w.w2[k0 + q][h], dz);
+              sm.da[c + q][lane] = dz * leaky_d(x[q], a.slope);
+            }
+          }
+        __syncwarp();
+        const int t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
+        float sda = 0.f;
+        for (int t = t0; t < t1; ++t)
+          sda += sm.da[kk][t];
+        sda += __shfl_xor_sync(0xffffffffu, sda, 16);
+        du[kb] += sda;
+        __syncwarp();
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < RM; ++r)
+#pragma unroll
+    for (int q = 0; q < V; ++q)
+      acc[r][q] = cl.across(acc[r][q]);
+  if (a.g.values && cl.grp == 0)
+#pragma unroll
+    for (int r = 0; r < RM; ++r)
+      if (cl.has(a, r)) cl.add(a, a.g.values, j, r, acc[r], true);
+  if (a.g.U && es == 0)
+#pragma unroll
+    for (int kb = 0; kb < NKB; ++kb)
+      addf<T>(a.g.U, j * HID + kb * kKB + kk, du[kb]);
+  if (a.g.ps)
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      if (d < a.dim) {
+        float r = 0.f;
+        if (es == 0)
+#pragma unroll
+          for (int kb = 0; kb < NKB; ++kb)
+            r = fmaf(w.wp[d][kb * kKB + kk], du[kb], r);
+        r = tgc_warp_sum(r);
+        if (lane == 0) a.g.ps[j * a.dim + d] += r;
+      }
+}
+
+// Weight element t: the block partials summed in block order (strided per thread, then a fixed
+// tree), added into its gradient.
+template <typename T> __global__ void __launch_bounds__(256) k_wsum(const Args a) {
+  const int t = (int)blockIdx.x;
+  float s = 0.f;
+  for (int b = (int)threadIdx.x; b < a.nblk; b += (int)blockDim.x)
+    s += a.part[(int64_t)b * a.P + t];
+  s = tgc_block_sum(s);
+  if (threadIdx.x != 0) return;
+  const int hid = a.hid, nwp = a.dim * hid, nwe = a.Fe * hid;
+  int u = t;
+  if (u < nwp) {
+    if (a.g.wp) addf<T>(a.g.wp, u, s);
+    return;
+  }
+  u -= nwp;
+  if (u < nwe) {
+    if (a.g.we) addf<T>(a.g.we, u, s);
+    return;
+  }
+  u -= nwe;
+  if (u < hid) {
+    if (a.g.b1) addf<T>(a.g.b1, u, s);
+    return;
+  }
+  u -= hid;
+  if (u < a.H * hid) {
+    if (a.g.w2) addf<T>(a.g.w2, (int64_t)(u % hid) * a.H + u / hid, s);
+    return;
+  }
+  u -= (int)a.H * hid;
+  if (a.g.b2) addf<T>(a.g.b2, u, s);
+}
+
+struct Dst {
+  template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
+    const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + 64 * sizeof(float) * (size_t)a.Fe +
+                                     (a.wgrad ? (size_t)a.P * sizeof(float) : 0));
+    TGC_CUDA(cudaFuncSetAttribute(k_dst<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    k_dst<T, HID, HP, RM><<<(unsigned)a.nblk, kDstWarps * 32, smem, s>>>(a);
+    TGC_LAUNCHED("edge_attention_backward_dst");
+    return TG_OK;
+  }
+};
+struct Src {
+  template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
+    const int64_t blocks = (a.nk + kSrcWarps - 1) / kSrcWarps;
+    k_src<T, HID, HP, RM><<<(unsigned)blocks, kSrcWarps * 32, 0, s>>>(a);
+    TGC_LAUNCHED("edge_attention_backward_src");
+    return TG_OK;
+  }
+};
+
+} // namespace tgea
+
+using namespace tgea;
+
+extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
+                                                  const tgc_edge_inputs *in, const void *out, const void *dout,
+                                                  const float *lse, const tgc_edge_grads *d, void *workspace,
+                                                  size_t workspace_bytes) {
+  const char *op = "cuda_edge_attention_backward";
+  if (!d) {
+    tgc_set_error("%s: gradients are NULL", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  const bool geo = a && a->dim > 0, efe = a && a->Fe > 0;
+  const bool src = d->U || d->values || (geo && d->ps);
+  Args x;
+  tg_status st = make_args(op, g, a, in, src, &x);
+  if (st != TG_OK || g->nq == 0 || g->nnz == 0) return st;
+  x.g = *d;
+  if (!geo) x.g.wp = nullptr, x.g.ps = x.g.pd = nullptr;
+  if (!efe) x.g.we = x.g.fe = nullptr;
+  const bool wgrad = x.g.wp || x.g.we || x.g.b1 || x.g.w2 || x.g.b2;
+  x.edges = wgrad || x.g.V || x.g.pd || x.g.fe;
+  x.srcda = x.g.U || x.g.ps;
+  x.wgrad = wgrad;
+  if (!x.edges && !src) return TG_OK;
+  if (!dout || !lse || ((x.edges || x.srcda) && !out)) {
+    tgc_set_error("%s: out, dout or lse is NULL", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  x.fout = out;
+  x.dout = dout;
+  x.lse_in = lse;
+  x.nblk = (int)dst_blocks(g->nq);
+  x.P = (int)partial_floats(a);
+  set_cols(&x, {in->values, out, dout, d->values});
+  if (x.edges || x.srcda) {
+    const size_t need = cuda_edge_attention_backward_workspace(g, a);
+    if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
+      tgc_set_error("%s: workspace of %zu bytes (float aligned), %zu needed", op, workspace ? workspace_bytes : 0,
+                    need);
+      return TG_ERR_INVALID_ARGUMENT;
+    }
+    x.D = static_cast<float *>(workspace);
+    x.part = x.D + ws_d_floats(g, a);
+    st = dispatch<Dst>(s, x);
+    if (st != TG_OK) return st;
+  }
+  if (src) {
+    st = dispatch<Src>(s, x);
+    if (st != TG_OK) return st;
+  }
+  if (wgrad) {
+    if (x.dt == TG_F32)
+      k_wsum<float><<<(unsigned)x.P, 256, 0, s>>>(x);
+    else
+      k_wsum<__nv_bfloat16><<<(unsigned)x.P, 256, 0, s>>>(x);
+    TGC_LAUNCHED("edge_attention_backward_wsum");
+  }
+  return TG_OK;
+}
