@@ -468,7 +468,8 @@ struct Dst {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
     const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + 64 * sizeof(float) * (size_t)a.Fe +
                                      (a.wgrad ? (size_t)a.P * sizeof(float) : 0));
-    TGC_CUDA(cudaFuncSetAttribute(k_dst<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (smem + sizeof(Wts<HID>) > 48 * 1024) // opt-in above the default (large Fe, H, hid)
+      TGC_CUDA(cudaFuncSetAttribute(k_dst<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     k_dst<T, HID, HP, RM><<<(unsigned)a.nblk, kDstWarps * 32, smem, s>>>(a);
     TGC_LAUNCHED("edge_attention_backward_dst");
     return TG_OK;
