@@ -19,6 +19,7 @@ for s in 100k:0.035 400k:0.022; do
   timeout $(tl 50) $R/bench/bench_graph_ops --graph $OUT/g/radius_$n.bin --cutoff $c --only gat,csr > $o/graph_ops_$n.log 2>&1; echo "bench_graph_ops $n rc=$?"; tail -8 $o/graph_ops_$n.log
 done
 echo "elapsed ${SECONDS}s"
+timeout $(tl 30) $R/bench/check_radius > $o/check_radius.log 2>&1; echo "check_radius rc=$?"; grep -E "PASS|FAIL|TIME" $o/check_radius.log | tail -3
 for cf in 0 1 0 1; do
   timeout $(tl 40) $R/examples/train_charlm --device cuda --dtype bf16 --steps 80 --eval-interval 100000 --eval-iters 1 --log-interval 20 \
     --sample-chars 0 --check-finite $cf --out $o/ch$cf --data examples/data/input.txt > $o/charlm_cf$cf.log 2>&1
