@@ -5,6 +5,7 @@
 #include "finite.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 template <typename U, U kExp>
@@ -127,5 +128,60 @@ extern "C" tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_e
     k_flag_nonfinite_multi<<<tgc_blocks(units, kFiniteThreads * 4, kFiniteMaxBlocks), kFiniteThreads, 0, s>>>(a, flags);
     TGC_LAUNCHED("flag_nonfinite_multi");
   }
+  return TG_OK;
+}
+
+// ---------------------------------------------------------------- check stream
+struct cuda_finite_side {
+  cudaStream_t stream;
+  cudaEvent_t ready; // recorded on main before each launch: the checked buffers are written
+  cudaEvent_t done;  // recorded on the check stream after each launch
+};
+
+extern "C" tg_status cuda_finite_side_create(cuda_finite_side **out) {
+  *out = NULL;
+  cuda_finite_side *s = (cuda_finite_side *)calloc(1, sizeof *s);
+  if (!s) {
+    tgc_set_error("check stream: out of host memory");
+    return TG_ERR_OUT_OF_MEMORY;
+  }
+  int least = 0, greatest = 0; // the checks yield to the compute where the scheduler must choose
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    tgc_set_error("check stream: %s", cudaGetErrorString(e));
+    cuda_finite_side_destroy(s);
+    return tgc_status_of(e);
+  }
+  *out = s;
+  return TG_OK;
+}
+
+extern "C" void cuda_finite_side_destroy(cuda_finite_side *s) {
+  if (!s) return;
+  if (s->stream) cudaStreamSynchronize(s->stream);
+  if (s->done) cudaEventDestroy(s->done);
+  if (s->ready) cudaEventDestroy(s->ready);
+  if (s->stream) cudaStreamDestroy(s->stream);
+  free(s);
+}
+
+extern "C" tg_status cuda_finite_side_launch(cuda_finite_side *s, tgc_stream main, const cuda_finite_entry *e,
+                                             int count, int32_t *flags) {
+  if (!s || count <= 0) return s ? TG_OK : cuda_flag_nonfinite_multi(main, e, count, flags);
+  TGC_CUDA(cudaEventRecord(s->ready, main));
+  TGC_CUDA(cudaStreamWaitEvent(s->stream, s->ready, 0));
+  tg_status st = cuda_flag_nonfinite_multi(s->stream, e, count, flags);
+  if (st) return st;
+  TGC_CUDA(cudaEventRecord(s->done, s->stream));
+  return TG_OK;
+}
+
+extern "C" tg_status cuda_finite_side_join(cuda_finite_side *s, tgc_stream main) {
+  if (!s) return TG_OK;
+  TGC_CUDA(cudaStreamWaitEvent(main, s->done, 0));
   return TG_OK;
 }
