@@ -269,6 +269,21 @@ static bool checks_grad_of(const tgi_nf_entry *q, uint32_t slot, const tgi_value
   return q->flag == 1 && (q->slot == slot || ((v->grad.valid & TGI_ON_DEV) && v->grad.d == q->p));
 }
 
+/* Whether v's device gradient is the buffer of an output of node n that a view handed over
+ * (tgi_grad_pass) rather than new values: the output's consumers (sweep_uses, so not the seeded
+ * root) checked it after the last of them ran and nothing has written it since, so a check here
+ * reads the same values again and, the tags being a max, can change no finding. */
+static bool handed_over(const tg_tape *t, const tgi_node *n, const tgi_value *v) {
+  if (v->grad.valid != TGI_ON_DEV || !v->grad.d) return false;
+  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    const tgi_value *ov = tgi_out(t, n, o);
+    if (ov != v && ov->sweep_uses && (ov->grad.valid & TGI_ON_DEV) && ov->grad.d == v->grad.d &&
+        ov->bytes == v->bytes && ov->dtype == v->dtype)
+      return true;
+  }
+  return false;
+}
+
 bool tgi_finite_backward(tg_tape *t, uint32_t i) {
   const tgi_node *n = &t->nodes[i];
   bool more = false; /* a gradient checked here that later nodes of the sweep may add into */
@@ -276,8 +291,9 @@ bool tgi_finite_backward(tg_tape *t, uint32_t i) {
     if (n->in[k] == UINT32_MAX) continue;
     tgi_value *v = tgi_slot(t, n->in[k]);
     if (!v->requires_grad || !v->grad.valid) continue;
-    if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
     more = more || v->sweep_uses > 1;
+    if (handed_over(t, n, v)) continue;
+    if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
   }
   if (!t->nf_npend && !t->nf_side_busy) return true;
   /* the next node adds into the gradients of its inputs: a check must see them as they are now */
