@@ -5,6 +5,7 @@
 #include "finite.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 template <typename U, U kExp>
@@ -95,7 +96,8 @@ __global__ void __launch_bounds__(kFiniteThreads) k_flag_nonfinite_multi(FiniteA
     if (best[f] > 0) atomicMax(flags + f, best[f]);
 }
 
-extern "C" tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_entry *e, int count, int32_t *flags) {
+// cuda_flag_nonfinite_multi with at most max_blocks blocks a launch.
+static tg_status multi(cudaStream_t s, const cuda_finite_entry *e, int count, int32_t *flags, int max_blocks) {
   if (count < 0 || (count > 0 && (!e || !flags))) {
     tgc_set_error("flag_nonfinite_multi: %d entries at %p, flags %p", count, (const void *)e, (void *)flags);
     return TG_ERR_INVALID_ARGUMENT;
@@ -124,8 +126,80 @@ extern "C" tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_e
       if (u > units) units = u;
     }
     if (units == 0) continue;
-    k_flag_nonfinite_multi<<<tgc_blocks(units, kFiniteThreads * 4, kFiniteMaxBlocks), kFiniteThreads, 0, s>>>(a, flags);
+    k_flag_nonfinite_multi<<<tgc_blocks(units, kFiniteThreads * 4, max_blocks), kFiniteThreads, 0, s>>>(a, flags);
     TGC_LAUNCHED("flag_nonfinite_multi");
   }
+  return TG_OK;
+}
+
+extern "C" tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_entry *e, int count, int32_t *flags) {
+  return multi(s, e, count, flags, kFiniteMaxBlocks);
+}
+
+// ---------------------------------------------------------------- check stream
+struct cuda_finite_side {
+  cudaStream_t stream;
+  cudaEvent_t ready; // recorded on main before each launch: the checked buffers are written
+  cudaEvent_t done;  // recorded on the check stream after each launch
+  int max_blocks;    // blocks a launch: few, so that the compute's blocks still find room beside them
+};
+
+extern "C" tg_status cuda_finite_side_create(cuda_finite_side **out) {
+  *out = NULL;
+  cuda_finite_side *s = (cuda_finite_side *)calloc(1, sizeof *s);
+  if (!s) {
+    tgc_set_error("check stream: out of host memory");
+    return TG_ERR_OUT_OF_MEMORY;
+  }
+  int least = 0, greatest = 0; // the checks yield to the compute where the scheduler must choose
+  cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&s->stream, cudaStreamNonBlocking, least);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
+  // Two blocks of 256 threads per SM keep 64 KB of 16-byte loads in flight per SM (enough for the
+  // device's bandwidth when the checks run alone) and leave most of each SM to the main stream.
+  // TIGA_CHECK_FINITE_SIDE_BLOCKS (1 .. 4096) sets it for measurements.
+  int dev = 0, sms = 0;
+  if (e == cudaSuccess) e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  s->max_blocks = 2 * (sms > 0 ? sms : 66);
+  const char *env = getenv("TIGA_CHECK_FINITE_SIDE_BLOCKS");
+  if (env) {
+    long v = strtol(env, NULL, 10);
+    if (v >= 1 && v <= 4096) s->max_blocks = (int)v;
+  }
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    tgc_set_error("check stream: %s", cudaGetErrorString(e));
+    cuda_finite_side_destroy(s);
+    return tgc_status_of(e);
+  }
+  *out = s;
+  return TG_OK;
+}
+
+extern "C" void cuda_finite_side_destroy(cuda_finite_side *s) {
+  if (!s) return;
+  if (s->stream) cudaStreamSynchronize(s->stream);
+  if (s->done) cudaEventDestroy(s->done);
+  if (s->ready) cudaEventDestroy(s->ready);
+  if (s->stream) cudaStreamDestroy(s->stream);
+  free(s);
+}
+
+extern "C" tg_status cuda_finite_side_launch(cuda_finite_side *s, tgc_stream main, const cuda_finite_entry *e,
+                                             int count, int32_t *flags) {
+  if (!s || count <= 0) return s ? TG_OK : cuda_flag_nonfinite_multi(main, e, count, flags);
+  TGC_CUDA(cudaEventRecord(s->ready, main));
+  TGC_CUDA(cudaStreamWaitEvent(s->stream, s->ready, 0));
+  tg_status st = multi(s->stream, e, count, flags, s->max_blocks);
+  if (st) return st;
+  TGC_CUDA(cudaEventRecord(s->done, s->stream));
+  return TG_OK;
+}
+
+extern "C" tg_status cuda_finite_side_join(cuda_finite_side *s, tgc_stream main) {
+  if (!s) return TG_OK;
+  TGC_CUDA(cudaStreamWaitEvent(main, s->done, 0));
   return TG_OK;
 }

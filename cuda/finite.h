@@ -26,6 +26,21 @@ typedef struct cuda_finite_entry {
  * CUDA_FINITE_LAUNCH_ENTRIES entries. Stream-ordered; nothing waits. A bad dtype or flag index:
  * TG_ERR_DTYPE / TG_ERR_INVALID_ARGUMENT before anything is launched. */
 tg_status cuda_flag_nonfinite_multi(tgc_stream s, const cuda_finite_entry *e, int count, int32_t *flags);
+
+/* The check stream: a second stream of the runtime's device on which the checks run beside the
+ * compute of the main stream, and the two events that order them. Created on the current device. */
+typedef struct cuda_finite_side cuda_finite_side;
+tg_status cuda_finite_side_create(cuda_finite_side **out);
+/* Waits for the check stream's work, then frees it (NULL: nothing). */
+void cuda_finite_side_destroy(cuda_finite_side *side);
+/* cuda_flag_nonfinite_multi on the check stream, after everything queued on `main` so far (an event
+ * recorded on main, waited for by the check stream), with few blocks a launch (2 per SM, or
+ * TIGA_CHECK_FINITE_SIDE_BLOCKS when the stream was made) so the compute keeps most of each SM; then
+ * marks the check stream's progress. Main does not wait. */
+tg_status cuda_finite_side_launch(cuda_finite_side *side, tgc_stream main, const cuda_finite_entry *e, int count,
+                                  int32_t *flags);
+/* Main waits (on the device; the host does not) for every check launched through side so far. */
+tg_status cuda_finite_side_join(cuda_finite_side *side, tgc_stream main);
 #ifdef __cplusplus
 }
 #endif

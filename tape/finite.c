@@ -11,7 +11,18 @@
  * before tg_tape_reset gives the same answer. A gradient may still be accumulated into by later
  * nodes of the sweep, while the check must see it as the node that computed it left it (so the
  * message names that node, not a later one): the queue is launched before the next node the sweep
- * runs reads or accumulates into a queued gradient (its inputs), and at the end of the sweep. */
+ * runs reads or accumulates into a queued gradient (its inputs), and at the end of the sweep.
+ *
+ * Where the checks run. On a device runtime the launches go to the runtime's check stream
+ * (rt->nf_side), each after an event recorded on the main stream when its buffers were written, so
+ * the checks (memory-bound) run beside the compute (GEMMs and attention leave bandwidth free). The
+ * main stream waits for the check stream (tgi_finite_join, a device-side wait) only where a buffer
+ * still being checked could change: before the next node of a sweep accumulates into a gradient
+ * whose check was launched and not waited for (the same points where the queue is launched), before
+ * a flag is read or zeroed, and before step memory is reused or freed (tg_tape_reset, tape
+ * release). In backward a node whose gradient more nodes will add into launches the queue at once,
+ * so that its check overlaps the nodes up to the next one that adds into it. Without the check
+ * stream (host build, TIGA_CHECK_FINITE_OVERLAP=0) everything runs in order on the main stream. */
 #include "internal.h"
 
 #include <stdio.h>
@@ -83,10 +94,20 @@ static void device_failed(tg_tape *t, tg_status s, const char *msg) {
   tgi_set_last_error("%s", t->msg);
 }
 
+void tgi_finite_join(tg_tape *t) {
+  if (!t->nf_side_busy) return;
+  t->nf_side_busy = false;
+  t->nf_nfly = 0;
+#ifdef TIGA_HAVE_CUDA
+  if (cuda_finite_side_join(t->rt->nf_side, TGI_STREAM(t))) device_failed(t, TG_ERR_DEVICE, tgc_error());
+#endif
+}
+
 /* Reads flag k (a wait for the device); 0 when unreadable (the error is made sticky). */
 static int32_t read_flag(tg_tape *t, int k) {
   int32_t v = 0;
   char msg[TGI_MSG_CAP];
+  tgi_finite_join(t);
   tg_status s = tgi_device_d2h(t->rt->dev, &v, t->dev_flags + k, sizeof v, msg);
   if (s) {
     device_failed(t, s, msg);
@@ -98,17 +119,20 @@ static int32_t read_flag(tg_tape *t, int k) {
 static void read_forward_flag(tg_tape *t);
 
 /* Bytes of queued device checks after which the queue is launched (besides every TGI_NF_PENDING
- * entries): environment TIGA_CHECK_FINITE_BATCH_BYTES, read once; unset or 0 = no byte limit. A
- * tuning knob for measurements (small batches read buffers while they are still in L2). */
-static uint64_t batch_bytes(void) {
-  static uint64_t cached = UINT64_MAX; /* UINT64_MAX: not read yet */
+ * entries): environment TIGA_CHECK_FINITE_BATCH_BYTES, read once; 0 = no byte limit; unset: 32 MiB
+ * with the check stream (its checks trail the compute closely, reading buffers while they are
+ * still in L2, and a flag read waits for a short tail), no limit without it. */
+static uint64_t batch_bytes(const tg_tape *t) {
+  static uint64_t cached = UINT64_MAX; /* UINT64_MAX: not read yet; UINT64_MAX - 1: unset */
   uint64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v != UINT64_MAX) return v;
-  const char *e = getenv("TIGA_CHECK_FINITE_BATCH_BYTES");
-  v = e ? strtoull(e, NULL, 10) : 0;
-  if (v == UINT64_MAX) v--;
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  return v;
+  if (v == UINT64_MAX) {
+    const char *e = getenv("TIGA_CHECK_FINITE_BATCH_BYTES");
+    v = e ? strtoull(e, NULL, 10) : UINT64_MAX - 1;
+    if (v == UINT64_MAX) v -= 2;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  if (v != UINT64_MAX - 1) return v;
+  return t->rt->nf_side ? (uint64_t)32 << 20 : 0;
 }
 
 /* Launches the queued device checks; false when that failed (the error is made sticky). */
@@ -127,7 +151,17 @@ static bool flush(tg_tape *t) {
       const tgi_nf_entry *q = &t->nf_pend[k];
       e[k] = (cuda_finite_entry){q->p, q->n, q->tag, (int8_t)q->dtype, (int8_t)q->flag};
     }
-    s = cuda_flag_nonfinite_multi(TGI_STREAM(t), e, (int)n, f);
+    if (t->rt->nf_side) {
+      s = cuda_finite_side_launch(t->rt->nf_side, TGI_STREAM(t), e, (int)n, f);
+      t->nf_side_busy = true;
+      for (uint32_t k = 0; k < n; k++) { /* the gradients in flight, for the sweep's hazards */
+        if (t->nf_pend[k].flag != 1) continue;
+        if (t->nf_nfly < TGI_NF_FLY) t->nf_fly[t->nf_nfly] = t->nf_pend[k];
+        if (t->nf_nfly <= TGI_NF_FLY) t->nf_nfly++;
+      }
+    } else {
+      s = cuda_flag_nonfinite_multi(TGI_STREAM(t), e, (int)n, f);
+    }
     if (s) snprintf(msg, sizeof msg, "%s", tgc_error());
 #else
     s = TG_ERR_NO_DEVICE;
@@ -155,7 +189,7 @@ static bool enqueue(tg_tape *t, const void *p, int64_t n, tg_dtype dt, uint32_t 
   if (t->nf_npend == TGI_NF_PENDING && !flush(t)) return false;
   t->nf_pend[t->nf_npend++] = (tgi_nf_entry){p, n, slot, tag, (uint8_t)dt, (uint8_t)k};
   t->nf_pend_bytes += (uint64_t)n * tg_dtype_size(dt);
-  uint64_t limit = batch_bytes();
+  uint64_t limit = batch_bytes(t);
   return !limit || t->nf_pend_bytes < limit || flush(t);
 }
 
@@ -206,6 +240,8 @@ void tgi_finite_resolve(tg_tape *t) {
 tg_status tgi_finite_sweep_begin(tg_tape *t) {
   t->nf_bwd_dev = false;
   if (!flush(t)) return t->status; /* anything queued before the sweep raises its own flag */
+  tgi_finite_join(t);              /* ... before the flag is zeroed and the gradients restart */
+  if (t->status) return t->status;
   if (!t->check_finite || !t->dev_flags) return TG_OK;
   char msg[TGI_MSG_CAP];
   tg_status s = tgi_device_zero(t->rt->dev, t->dev_flags + 1, sizeof(int32_t), msg);
@@ -213,38 +249,72 @@ tg_status tgi_finite_sweep_begin(tg_tape *t) {
   return s;
 }
 
-/* True when the next node the sweep runs after node i has a queued gradient among its inputs. The
- * sweep's rule (backward.c): a node runs when an output that requires grad has a gradient; for the
- * nodes below i that is already decided when node i has run, since their outputs' consumers all come
- * later in the tape. */
-static bool next_reads_queued(tg_tape *t, uint32_t i) {
-  if (!t->nf_npend) return false;
+/* The next node the sweep runs after node i (UINT32_MAX: none). The sweep's rule (backward.c): a
+ * node runs when an output that requires grad has a gradient; for the nodes below i that is already
+ * decided when node i has run, since their outputs' consumers all come later in the tape. */
+static uint32_t next_node(const tg_tape *t, uint32_t i) {
   for (uint32_t m = i; m-- > 0;) {
     const tgi_node *n = &t->nodes[m];
-    bool runs = false;
-    for (uint32_t o = 0; o < n->n_out && o < 2 && !runs; o++) {
+    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
       const tgi_value *ov = tgi_out(t, n, o);
-      runs = ov->requires_grad && ov->has_grad;
+      if (ov->requires_grad && ov->has_grad) return m;
     }
-    if (!runs) continue;
-    for (uint32_t k = 0; k < n->n_in; k++)
-      for (uint32_t q = 0; n->in[k] != UINT32_MAX && q < t->nf_npend; q++)
-        if (t->nf_pend[q].flag == 1 && t->nf_pend[q].slot == n->in[k]) return true;
-    return false;
   }
-  return false; /* no further node: the sweep's end launches the queue */
+  return UINT32_MAX;
+}
+
+/* Whether entry q checks the gradient of value v (slot): by slot, or by buffer (a view hands its
+ * gradient buffer over to its input, tgi_grad_pass). */
+static bool checks_grad_of(const tgi_nf_entry *q, uint32_t slot, const tgi_value *v) {
+  return q->flag == 1 && (q->slot == slot || ((v->grad.valid & TGI_ON_DEV) && v->grad.d == q->p));
+}
+
+/* Whether v's device gradient is the buffer of an output of node n that a view handed over
+ * (tgi_grad_pass) rather than new values: the output's consumers (sweep_uses, so not the seeded
+ * root) checked it after the last of them ran and nothing has written it since, so a check here
+ * reads the same values again and, the tags being a max, can change no finding. */
+static bool handed_over(const tg_tape *t, const tgi_node *n, const tgi_value *v) {
+  if (v->grad.valid != TGI_ON_DEV || !v->grad.d) return false;
+  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    const tgi_value *ov = tgi_out(t, n, o);
+    if (ov != v && ov->sweep_uses && (ov->grad.valid & TGI_ON_DEV) && ov->grad.d == v->grad.d &&
+        ov->bytes == v->bytes && ov->dtype == v->dtype)
+      return true;
+  }
+  return false;
 }
 
 bool tgi_finite_backward(tg_tape *t, uint32_t i) {
   const tgi_node *n = &t->nodes[i];
+  bool more = false; /* a gradient checked here that later nodes of the sweep may add into */
   for (uint32_t k = 0; k < n->n_in; k++) {
     if (n->in[k] == UINT32_MAX) continue;
     tgi_value *v = tgi_slot(t, n->in[k]);
     if (!v->requires_grad || !v->grad.valid) continue;
+    more = more || v->sweep_uses > 1;
+    if (handed_over(t, n, v)) continue;
     if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
   }
-  if (next_reads_queued(t, i) && !flush(t)) return false;
-  return true;
+  if (!t->nf_npend && !t->nf_side_busy) return true;
+  /* the next node adds into the gradients of its inputs: a check must see them as they are now */
+  bool queued = false, flying = false;
+  uint32_t m = next_node(t, i);
+  for (uint32_t k = 0; m != UINT32_MAX && k < t->nodes[m].n_in; k++) {
+    uint32_t slot = t->nodes[m].in[k];
+    if (slot == UINT32_MAX) continue;
+    const tgi_value *v = tgi_slot(t, slot);
+    for (uint32_t q = 0; q < t->nf_npend && !queued; q++)
+      queued = checks_grad_of(&t->nf_pend[q], slot, v);
+    if (t->nf_nfly > TGI_NF_FLY) /* too many in flight to list: any gradient may be one */
+      flying = flying || v->grad.valid != 0;
+    for (uint32_t q = 0; q < t->nf_nfly && q < TGI_NF_FLY && !flying; q++)
+      flying = checks_grad_of(&t->nf_fly[q], slot, v);
+  }
+  /* beside the main stream, a gradient more nodes add into is checked at once: its check then runs
+   * while the nodes up to the next one that adds into it do */
+  if ((queued || (more && t->rt->nf_side)) && !flush(t)) return false;
+  if (queued || flying) tgi_finite_join(t);
+  return t->status == TG_OK;
 }
 
 void tgi_finite_sweep_end(tg_tape *t) {
@@ -268,6 +338,7 @@ tg_status tg_tape_set_check_finite(tg_tape *t, int on, int *previous) {
 }
 
 void tgi_finite_reset(tg_tape *t) {
+  tgi_finite_join(t); /* before the flags are zeroed */
   t->nf_checked = 0;
   t->nf_npend = 0; /* the step's buffers are gone: nothing queued is checked */
   t->nf_pend_bytes = 0;

@@ -95,11 +95,15 @@ void *tgi_device_cublaslt(tgi_device *dev, void **workspace, size_t *bytes);
 /* ------------------------------------------------------------ runtime
  * Reference counted (tiga.h: lifetimes): the caller's handle, each tape and each relation hold
  * one reference; the device is closed when the last one is dropped. */
+struct cuda_finite_side;
 struct tg_runtime {
   int64_t refs;    /* atomic (tgi_atomic_*): a finalizer may drop a reference from another thread */
   uintptr_t owner; /* debug builds: the thread inside a call on this runtime (TGI_GUARD), 0 if none */
   tgi_device *dev; /* NULL on a host-only runtime */
   int device_index;
+  /* anomaly mode's check stream (cuda/finite.h), created with a device runtime unless
+   * TIGA_CHECK_FINITE_OVERLAP=0 or its creation failed; NULL: the checks run on the main stream */
+  struct cuda_finite_side *nf_side;
   char msg[TGI_MSG_CAP];
 };
 
@@ -228,6 +232,8 @@ typedef struct tgi_nf_entry {
   uint8_t dtype, flag;
 } tgi_nf_entry;
 #define TGI_NF_PENDING 160u
+/* Gradient checks launched on the check stream that the main stream has not waited for yet. */
+#define TGI_NF_FLY 512u
 
 struct tg_tape {
   int64_t refs;   /* atomic: the caller's reference + one per exported DLPack tensor */
@@ -267,6 +273,12 @@ struct tg_tape {
   tgi_nf_entry nf_pend[TGI_NF_PENDING];
   uint32_t nf_npend;
   uint64_t nf_pend_bytes;
+  /* checks launched on the runtime's check stream since the main stream last waited for it
+   * (tgi_finite_join), and, of those, the gradient checks (backward hazards; nf_nfly > TGI_NF_FLY:
+   * too many to list, any gradient may be one) */
+  bool nf_side_busy;
+  uint32_t nf_nfly;
+  tgi_nf_entry nf_fly[TGI_NF_FLY];
   tg_provider provider;
   uint64_t seed;
   uint64_t rng_calls;
@@ -321,6 +333,9 @@ bool tgi_finite_backward(tg_tape *t, uint32_t node);
 void tgi_finite_sweep_end(tg_tape *t);
 /* tg_tape_reset: forgets the findings of the step. */
 void tgi_finite_reset(tg_tape *t);
+/* The main stream waits (on the device) for the checks running beside it: call before memory they
+ * may still read is freed or reused (tg_tape_reset, tape release). Failures become sticky. */
+void tgi_finite_join(tg_tape *t);
 /* One explain line of node i (no newline) into buf. */
 void tgi_explain_node(const tg_tape *t, uint32_t i, char *buf, size_t cap);
 

@@ -5,6 +5,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/finite.h"
+#endif
+
+/* Anomaly mode's check stream, made with the device (the device is current here): unless
+ * TIGA_CHECK_FINITE_OVERLAP=0 asks for the checks on the main stream. A failure leaves it NULL
+ * (the checks then run on the main stream): the stream only makes them cheaper. */
+static void side_open(tg_runtime *rt) {
+#ifdef TIGA_HAVE_CUDA
+  const char *e = getenv("TIGA_CHECK_FINITE_OVERLAP");
+  if (e && strcmp(e, "0") == 0) return;
+  if (cuda_finite_side_create(&rt->nf_side)) rt->nf_side = NULL;
+#else
+  (void)rt;
+#endif
+}
+
 static tg_status create(int device, bool cuda, tg_runtime **out) {
   if (!out) {
     tgi_set_last_error("%s: argument 'out' is NULL; expected a tg_runtime** to receive the handle",
@@ -33,6 +50,7 @@ static tg_status create(int device, bool cuda, tg_runtime **out) {
       return s;
     }
     rt->device_index = device;
+    side_open(rt);
   }
   *out = rt;
   return TG_OK;
@@ -45,6 +63,9 @@ void tgi_rt_retain(tg_runtime *rt) { tgi_atomic_add(&rt->refs, 1); }
 
 void tgi_rt_release(tg_runtime *rt) {
   if (tgi_atomic_add(&rt->refs, -1) > 0) return;
+#ifdef TIGA_HAVE_CUDA
+  cuda_finite_side_destroy(rt->nf_side);
+#endif
   tgi_device_close(rt->dev);
   free(rt);
 }

@@ -141,6 +141,7 @@ void tgi_tape_release(tg_tape *t) {
     char msg[TGI_MSG_CAP];
     tgi_device_h2d_wait(t->rt->dev, msg);
   }
+  tgi_finite_join(t); /* checks beside the main stream may still read what is freed below */
   tgi_nodes_drop(t, 0);
   for (uint32_t i = 0; i < t->nvals; i++)
     value_release(t, tgi_slot(t, i));
@@ -302,6 +303,7 @@ tg_status tg_tape_reset(tg_tape *t) {
     tgi_slot(t, i)->producer = -1;
   tgi_nodes_drop(t, 0);
   t->nnodes = 0;
+  tgi_finite_join(t); /* checks beside the main stream may still read the memory rewound below */
   tgi_arena_rewind(&t->host_arena);
   tgi_arena_rewind(&t->dev_arena);
   tgi_arena_rewind(&t->grad_arena);

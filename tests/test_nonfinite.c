@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "support.h"
 #include "tape/internal.h"
@@ -246,6 +247,154 @@ Test(anomaly, cuda_many_buffers_batched) { mt_all(); }
 Test(anomaly, cuda_many_buffers_one_per_launch) {
   setenv("TIGA_CHECK_FINITE_BATCH_BYTES", "1", 1);
   mt_all();
+}
+
+/* ------------------------------------------------------------ checks beside the compute
+ * On a device runtime the checks run on a check stream of their own; the main stream waits for it
+ * before a node adds into a gradient still being checked and before step memory is reused. A
+ * residual chain x_{l+1} = x_l + scale(mul(x_l, w_l), 0.5) (nodes #3l mul, #3l+1 scale, #3l+2 add;
+ * x_l's gradient is written by the add, then added into by the mul: the wait that matters), of 4 MB
+ * values (several launches per sweep), loss = 1e10 sum(x_L), four steps on one tape (memory reused):
+ *   0: finite;
+ *   1: w_OV_JF[e] = inf: node #3 OV_JF (mul) produced a non-finite output;
+ *   2: x_0[e] = 1e-30, w_OV_JB[e] = 1e30, w_l[e] = 0 elsewhere: the forward is finite (x_{l+1}[e] =
+ *      0.5), but the mul adds 0.5e10 * 1e30 = inf into x_OV_JB's gradient after the add wrote a
+ *      finite one there: node #3 OV_JB (mul) computed it (a check that read the gradient after the
+ *      mul would name the add, #3 OV_JB + 2);
+ *   3: finite again: the same results as step 0.
+ * The same steps with the checks on the main stream (TIGA_CHECK_FINITE_OVERLAP=0 when the runtime
+ * is made) and without anomaly mode must give the same messages and bitwise the same gradients. */
+#define OV_N ((int64_t)(1 << 20) + 3)
+#define OV_L 12
+#define OV_JF 7
+#define OV_JB 4
+#define OV_E (OV_N - 2)
+
+typedef struct ov_run {
+  tg_status st[4];
+  char msg[4][TGI_MSG_CAP];
+  double loss[2];    /* steps 0 and 3 */
+  float *grad[2][3]; /* steps 0 and 3: d/dw_0, d/dw_{L-1}, d/dx_0 */
+} ov_run;
+
+static void ov_step(tg_tape *t, const tg_id *w, int step, ov_run *r) {
+  float *x = malloc((size_t)OV_N * sizeof *x), *wv = malloc((size_t)OV_N * sizeof *wv);
+  cr_assert(x && wv);
+  for (int64_t i = 0; i < OV_N; i++)
+    x[i] = 0.5f + (float)(i % 17) / 64;
+  if (step == 2) x[OV_E] = 1e-30f;
+  for (int l = 0; l < OV_L; l++) {
+    for (int64_t i = 0; i < OV_N; i++)
+      wv[i] = 0.25f + (float)((i + l) % 13) / 128;
+    if (step == 1 && l == OV_JF) wv[OV_E] = INFINITY;
+    if (step == 2) wv[OV_E] = l == OV_JB ? 1e30f : 0;
+    cr_assert_eq(tg_tape_write(t, w[l], wv, (size_t)OV_N * sizeof *wv), TG_OK, "%s", tg_tape_error(t));
+  }
+  cr_assert_eq(tg_tape_zero_grad(t), TG_OK, "%s", tg_tape_error(t));
+  const int64_t n = OV_N;
+  tg_id x0 = ts_input(t, TG_F32, 1, &n, x, TG_REQUIRES_GRAD), xl = x0;
+  for (int l = 0; l < OV_L; l++)
+    xl = tg_add(t, xl, tg_scale(t, tg_mul(t, xl, w[l]), 0.5));
+  tg_id L = tg_scale(t, tg_sum(t, xl), 1e10);
+  r->st[step] = tg_tape_status(t);
+  if (r->st[step] == TG_OK) r->st[step] = tg_tape_backward(t, L);
+  snprintf(r->msg[step], sizeof r->msg[step], "%s", r->st[step] ? tg_tape_error(t) : "");
+  if ((step == 0 || step == 3) && r->st[step] == TG_OK) {
+    int k = step == 3;
+    ts_read(t, L, &r->loss[k], 1);
+    const tg_id of[3] = {w[0], w[OV_L - 1], x0};
+    for (int q = 0; q < 3; q++) {
+      r->grad[k][q] = malloc((size_t)OV_N * sizeof(float));
+      cr_assert(r->grad[k][q]);
+      cr_assert_eq(tg_tape_read_grad(t, of[q], r->grad[k][q], (size_t)OV_N * sizeof(float)), TG_OK, "%s",
+                   tg_tape_error(t));
+    }
+  }
+  cr_assert_eq(tg_tape_reset(t), TG_OK, "%s", tg_tape_error(t));
+  free(x);
+  free(wv);
+}
+
+/* The four steps on a fresh runtime; overlap: the checks' own stream (NULL: as the environment says). */
+static void ov_steps(const char *overlap, int check, ov_run *r) {
+  if (overlap) setenv("TIGA_CHECK_FINITE_OVERLAP", overlap, 1);
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  unsetenv("TIGA_CHECK_FINITE_OVERLAP");
+  if (overlap) cr_assert_eq(rt->nf_side != NULL, strcmp(overlap, "0") != 0, "check stream made as asked");
+  tg_tape *t = ts_tape(rt);
+  cr_assert_eq(tg_tape_set_check_finite(t, check, NULL), TG_OK);
+  float *w0 = calloc((size_t)OV_N, sizeof *w0);
+  cr_assert(w0);
+  const int64_t n = OV_N;
+  tg_id w[OV_L];
+  for (int l = 0; l < OV_L; l++)
+    w[l] = ts_param(t, TG_F32, 1, &n, w0);
+  free(w0);
+  memset(r, 0, sizeof *r);
+  for (int step = 0; step < 4; step++)
+    ov_step(t, w, step, r);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}
+
+static void ov_free(ov_run *r) {
+  for (int k = 0; k < 2; k++)
+    for (int q = 0; q < 3; q++)
+      free(r->grad[k][q]);
+}
+
+/* The clean steps of a and b (and steps 0 and 3 of a) agree bitwise. */
+static void ov_same_results(const ov_run *a, const ov_run *b, const char *what) {
+  static const char *names[3] = {"dL/dw_0", "dL/dw_11", "dL/dx_0"};
+  for (int k = 0; k < 2; k++) {
+    cr_expect_eq(a->loss[k], b->loss[k], "%s: step %d loss %.9g vs %.9g", what, 3 * k, a->loss[k], b->loss[k]);
+    for (int q = 0; q < 3; q++)
+      if (a->grad[k][q] && b->grad[k][q])
+        cr_expect(memcmp(a->grad[k][q], b->grad[k][q], (size_t)OV_N * sizeof(float)) == 0, "%s: step %d: %s differs",
+                  what, 3 * k, names[q]);
+      else
+        cr_expect(0, "%s: step %d: %s missing", what, 3 * k, names[q]);
+  }
+  for (int q = 0; q < 3; q++)
+    if (a->grad[0][q] && a->grad[1][q])
+      cr_expect(memcmp(a->grad[0][q], a->grad[1][q], (size_t)OV_N * sizeof(float)) == 0,
+                "%s: step 3 (after reuse) differs from step 0 in %s", what, names[q]);
+}
+
+static void ov_check(void) {
+  ov_run on, off, none;
+  ov_steps("1", 1, &on);
+  char want[2][64];
+  snprintf(want[0], sizeof want[0], "node #%d (mul, ", 3 * OV_JF);
+  snprintf(want[1], sizeof want[1], "node #%d (mul, ", 3 * OV_JB);
+  cr_expect_eq(on.st[0], TG_OK, "step 0: %s", on.msg[0]);
+  cr_expect_eq(on.st[1], TG_ERR_NONFINITE, "step 1: %s", on.msg[1]);
+  cr_expect(strstr(on.msg[1], want[0]) && strstr(on.msg[1], "produced"), "step 1: '%s' lacks '%s' produced", on.msg[1],
+            want[0]);
+  cr_expect_eq(on.st[2], TG_ERR_NONFINITE, "step 2: %s", on.msg[2]);
+  cr_expect(strstr(on.msg[2], want[1]) && strstr(on.msg[2], "computed"), "step 2: '%s' lacks '%s' computed", on.msg[2],
+            want[1]);
+  cr_expect_eq(on.st[3], TG_OK, "step 3: %s", on.msg[3]);
+  ov_steps("0", 1, &off);
+  for (int s = 0; s < 4; s++) {
+    cr_expect_eq(on.st[s], off.st[s], "step %d: %s beside vs %s in order", s, tg_status_string(on.st[s]),
+                 tg_status_string(off.st[s]));
+    cr_expect_str_eq(on.msg[s], off.msg[s], "step %d: messages differ", s);
+  }
+  ov_same_results(&on, &off, "check stream vs main stream");
+  ov_steps("1", 0, &none);
+  ov_same_results(&on, &none, "anomaly mode vs off");
+  ov_free(&on);
+  ov_free(&off);
+  ov_free(&none);
+}
+
+Test(anomaly, cuda_check_stream_names_the_node_across_steps) { ov_check(); }
+
+/* The same with a launch (and on the check stream, a wait point) per buffer. */
+Test(anomaly, cuda_check_stream_one_per_launch) {
+  setenv("TIGA_CHECK_FINITE_BATCH_BYTES", "1", 1);
+  ov_check();
 }
 
 /* ------------------------------------------------------------ found-inf in the optimizers */
