@@ -30,6 +30,9 @@ for cf in 0 1 0 1; do
     --sample-chars 0 --check-finite $cf --out $o/ch --data examples/data/input.txt > $o/charlm_cf$cf.log 2>&1
   echo "charlm check-finite=$cf rc=$? $(grep -E 'step +79/80' $o/charlm_cf$cf.log | tail -1)"
 done
+TIGA_CHECK_FINITE_OVERLAP=0 timeout $(tl 30) $R/examples/train_charlm --device cuda --dtype bf16 --steps 80 --eval-interval 100000 --eval-iters 1 --log-interval 20 \
+  --sample-chars 0 --check-finite 1 --out $o/ch --data examples/data/input.txt > $o/charlm_inorder.log 2>&1
+echo "charlm check-finite=1 in order (TIGA_CHECK_FINITE_OVERLAP=0) rc=$? $(grep -E 'step +79/80' $o/charlm_inorder.log | tail -1)"
 rm -rf $o/ch
 echo "elapsed ${SECONDS}s"
 timeout $(tl 100) python3 bench/edge_attention_torch.py --dump $D > $o/ea_torch.log 2>&1; echo "edge_attention_torch rc=$?"; grep -E "^\|" $o/ea_torch.log
