@@ -149,6 +149,7 @@ typedef struct tgi_value {
   bool retired;        /* free slot whose generation is exhausted: never handed out again */
   bool sweep_mark;     /* backward's pre-pass: a gradient will flow into this value */
   uint8_t grad_lent;   /* sides (TGI_ON_*) whose grad buffer is another value's (tgi_grad_pass) */
+  bool grad_zeroed;    /* parameters: grad.d holds zeros from this sweep's tgi_grad_zero_params */
   uint32_t sweep_uses; /* backward's pre-pass: nodes of the sweep that may add into this gradient */
   tgi_buf data;
   tgi_buf grad;
@@ -442,6 +443,13 @@ bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
  * training loop's whole sweep fits: the arena keeps the last step's size). TG_OK, or the memset's
  * failure (sticky). */
 tg_status tgi_grad_zero_room(tg_tape *t);
+/* Start of a sweep, after the pre-pass marks: the device gradients of parameters that the sweep
+ * may write, that tg_tape_zero_grad invalidated (so their first use would zero-fill them with a
+ * memset each) and that are small (<= 1 MiB), zeroed by one multi-tensor launch per dtype and
+ * flagged (grad_zeroed) so that the first use takes them as they are. tgi_grad_zeroed_clear drops
+ * the flags at the end of the sweep. TG_OK, or the launch's failure (sticky). */
+tg_status tgi_grad_zero_params(tg_tape *t);
+void tgi_grad_zeroed_clear(tg_tape *t);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the
