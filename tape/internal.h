@@ -252,6 +252,10 @@ struct tg_tape {
    * known to be zero and untouched since (blocks handed out from it need no zero-fill). */
   tgi_arena grad_arena;
   uintptr_t grad_zero_lo, grad_zero_hi;
+  /* The found-inf flag (dev_flags[2]) is known to be 0: the last optimizer check read it back as 0
+   * and nothing wrote it since, so the next check needs no memset first (train/optim.c; the loss
+   * scaler, which also uses it, clears this). */
+  bool found_flag_zero;
 
   tg_status status;      /* sticky */
   char msg[TGI_MSG_CAP]; /* sticky message, or last returned error */

@@ -197,7 +197,10 @@ static tg_status check_finite_grads(tg_tape *t, const char *fn, const item *it, 
     tg_status s;
     int32_t *flags = tgi_dev_flags(t, &s, msg);
     if (!flags) return tgi_error(t, s, "%s: %s", fn, msg);
-    if ((s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg))) return tgi_error(t, s, "%s: %s", fn, msg);
+    /* zero-filled unless the last check left it at 0 (a kernel here only ever writes 1) */
+    if (!t->found_flag_zero && (s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg)))
+      return tgi_error(t, s, "%s: %s", fn, msg);
+    t->found_flag_zero = false; /* until read back as 0 below */
     cuda_mt_tensor *mt = tgi_malloc(n * sizeof *mt);
     if (!mt) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     mt_groups gr;
@@ -212,6 +215,7 @@ static tg_status check_finite_grads(tg_tape *t, const char *fn, const item *it, 
     int32_t found = 0;
     if (!s) s = tgi_device_d2h(tgi_dev(t), &found, flags + 2, sizeof found, msg);
     if (s) return tgi_error(t, s, "%s: %s", fn, msg);
+    t->found_flag_zero = found == 0;
     /* which one: a flag per parameter in item order, the first wins (only on this rare path) */
     for (size_t k = 0; found && k < n && !bad; k++) {
       if (it[k].side != TGI_ON_DEV) continue;

@@ -128,6 +128,7 @@ tg_status tg_loss_scaler_unscale(tg_tape *t, tg_loss_scaler *sc, int *found_inf)
   cuda_mt_tensor *mt = NULL;
   if (ndev) {
     flags = tgi_dev_flags(t, &s, msg);
+    t->found_flag_zero = false; /* this pass writes the flag and leaves it as it found */
     if (flags) s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg);
     if (s) return tgi_error(t, s, "%s: %s", fn, msg);
     if (!(mt = tgi_malloc(ndev * sizeof *mt))) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
