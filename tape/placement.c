@@ -158,6 +158,7 @@ tg_status tgi_grad_zero_room(tg_tape *t) {
 }
 
 void tgi_grad_zeroed_clear(tg_tape *t) {
+  if (!t->rt->dev) return; /* only set on a device runtime */
   for (uint32_t i = 0; i < t->nvals; i++)
     tgi_slot(t, i)->grad_zeroed = false;
 }
