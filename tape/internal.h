@@ -252,9 +252,11 @@ struct tg_tape {
    * known to be zero and untouched since (blocks handed out from it need no zero-fill). */
   tgi_arena grad_arena;
   uintptr_t grad_zero_lo, grad_zero_hi;
-  /* The found-inf flag (dev_flags[2]) is known to be 0: the last optimizer check read it back as 0
-   * and nothing wrote it since, so the next check needs no memset first (train/optim.c; the loss
-   * scaler, which also uses it, clears this). */
+  /* The optimizers' and the loss scaler's found-inf flag (one device int, tgi_found_flag): its own
+   * allocation, not dev_flags[2], so that a tape outside anomaly mode has no dev_flags and its
+   * tg_tape_reset zero-fills nothing. found_flag_zero: known to be 0 (the last optimizer check read
+   * it back as 0 and nothing wrote it since), so the next check needs no memset first. */
+  int32_t *found_flag;
   bool found_flag_zero;
 
   tg_status status;      /* sticky */
@@ -267,7 +269,7 @@ struct tg_tape {
   bool nf_fwd_dev;     /* device checks of outputs issued since the last look at dev_flags[0] */
   bool nf_bwd_dev;     /* device checks of gradients issued in this sweep */
   int32_t *dev_flags;  /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
-                          [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
+                          [1] backward anomaly (node + 1); each a max ([2], [3] unused) */
   /* device checks queued and not launched yet (tape/finite.c), and their bytes */
   tgi_nf_entry nf_pend[TGI_NF_PENDING];
   uint32_t nf_npend;
@@ -314,6 +316,9 @@ static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
 int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n);
 /* The device flags of the tape (zeroed at first use); NULL + returned error on failure. */
 int32_t *tgi_dev_flags(tg_tape *t, tg_status *st, char *msg);
+/* The found-inf flag (allocated at first use, contents unknown until zero-filled: see
+ * found_flag_zero); NULL + returned error on failure. */
+int32_t *tgi_found_flag(tg_tape *t, tg_status *st, char *msg);
 /* Forward: checks the outputs of the nodes recorded since the last check (host at once, device by
  * a flag). Called when an op call ends (tgi_done), so each node is complete (its describe works). */
 void tgi_finite_forward(tg_tape *t);

@@ -157,6 +157,16 @@ tg_status tgi_grad_zero_room(tg_tape *t) {
   return TG_OK;
 }
 
+int32_t *tgi_found_flag(tg_tape *t, tg_status *st, char *msg) {
+  *st = TG_OK;
+  if (t->found_flag) return t->found_flag;
+  void *p = NULL;
+  if ((*st = tgi_device_alloc(t->rt->dev, sizeof(int32_t), &p, msg))) return NULL;
+  t->found_flag = p;
+  t->found_flag_zero = false;
+  return p;
+}
+
 void tgi_grad_zeroed_clear(tg_tape *t) {
   if (!t->rt->dev) return; /* only set on a device runtime */
   for (uint32_t i = 0; i < t->nvals; i++)
