@@ -228,6 +228,22 @@ __global__ void __launch_bounds__(kMtThreads) k_unscale_mt(MtArgs a, float inv, 
   if (__syncthreads_or(bad) && threadIdx.x == 0) *found = 1;
 }
 
+// g = 0 over the chunk (+0 in every dtype: the bits a memset writes).
+template <typename T> __global__ void __launch_bounds__(kMtThreads) k_zero_mt(MtArgs a) {
+  MT_RANGE(a, t, i0, i1);
+  T *g = (T *)a.g[t];
+  for (long long i = i0 + threadIdx.x; i < i1; i += kMtThreads)
+    g[i] = tgc_from_f<T>(0.f);
+}
+
+template <typename T> static tg_status zero_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count) {
+  return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
+    k_zero_mt<T><<<nb, kMtThreads, 0, s>>>(a);
+    TGC_LAUNCHED("zero_multi");
+    return TG_OK;
+  });
+}
+
 template <typename T> static tg_status nonfinite_mt(cudaStream_t s, const cuda_mt_tensor *ts, int count, int *flag) {
   return mt_for_each(ts, count, [&](const MtArgs &a, int nb) -> tg_status {
     k_nonfinite_mt<T><<<nb, kMtThreads, 0, s>>>(a, flag);
@@ -292,6 +308,10 @@ extern "C" tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_t
 extern "C" tg_status cuda_clip_scale_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,
                                            const double *sumsq, double max_norm) {
   DISPATCH(dt, clip_scale_mt, s, ts, count, sumsq, max_norm)
+}
+
+extern "C" tg_status cuda_zero_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count) {
+  DISPATCH(dt, zero_mt, s, ts, count)
 }
 
 extern "C" tg_status cuda_nonfinite_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count,

@@ -28,6 +28,9 @@ tg_status cuda_adamw_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, 
                            double eps);
 /* *acc += sum of g^2 over every tensor; deterministic (fixed chunking and summation order). */
 tg_status cuda_sumsq_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, double *part, double *acc);
+/* g[i] = 0 for every tensor (+0 bits, as cudaMemsetAsync writes): many small gradients in one
+ * launch instead of a memset each. */
+tg_status cuda_zero_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count);
 /* Found-inf: *flag = 1 when a gradient g of any tensor holds NaN or inf (else *flag unchanged). */
 tg_status cuda_nonfinite_multi(tgc_stream s, tg_dtype dt, const cuda_mt_tensor *ts, int count, int32_t *flag);
 /* The loss scaler's pass: g *= (float)inv_scale; *found = 1 when a g held NaN or inf before. */

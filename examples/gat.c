@@ -315,10 +315,12 @@ static double clock_s(void) {
 }
 static double phase_mark(gat_model *m, double t0, int phase) {
   if (!m->cfg.profile) return 0;
-  if (phase >= 0) m->host_s[phase] += clock_s() - t0;
+  const int count = phase >= 0 && m->steps >= GAT_PROFILE_WARMUP;
+  if (count) m->host_s[phase] += clock_s() - t0;
   tg_runtime_sync(m->rt);
   double now = clock_s();
-  if (phase >= 0) m->phase_s[phase] += now - t0;
+  if (count) m->phase_s[phase] += now - t0;
+  if (count && phase == 2) m->prof_steps++;
   return now;
 }
 

@@ -78,8 +78,9 @@ typedef struct gat_model {
   int32_t *target[3];                                   /* [n]: the label on the split's nodes, -1 elsewhere */
   uint64_t steps;                                       /* training steps taken */
   double phase_s[3];                                    /* cfg.profile: seconds in forward, backward, Adam */
-  double host_s[3]; /* cfg.profile: of those, seconds until the phase's calls returned (host side) */
-  size_t nodes;     /* cfg.profile: nodes recorded by the last training step */
+  double host_s[3];    /* cfg.profile: of those, seconds until the phase's calls returned (host side) */
+  size_t nodes;        /* cfg.profile: nodes recorded by the last training step */
+  uint64_t prof_steps; /* cfg.profile: steps in phase_s / host_s (those after GAT_PROFILE_WARMUP) */
 } gat_model;
 
 /* A model on runtime rt (its tape holds a reference to rt); weights initialised from cfg->seed. */
@@ -91,6 +92,10 @@ void gat_model_params(const gat_model *m, tg_id ids[8]);
 /* Records the forward on m->tape (reset first by the caller) and returns the logits [n, 7];
  * train: dropout on (masks from the tape's seed). */
 tg_id gat_logits(gat_model *m, int train);
+/* Steps left out of the profile: the first ones load kernels, pick cuBLASLt algorithms and grow
+ * the arenas (milliseconds), which would dominate a mean over a few hundred steps. */
+#define GAT_PROFILE_WARMUP 10
+
 /* One training step: reset, forward with dropout, cross-entropy on the train nodes, backward, Adam.
  * *loss (may be NULL) receives the training loss. */
 int gat_train_step(gat_model *m, double *loss, char *err);

@@ -247,13 +247,14 @@ int main(int argc, char **argv) {
                seed, e, tl, l3[GAT_VAL], a3[GAT_VAL], a3[GAT_TEST], 1e3 * dt);
     }
     if (csv) fclose(csv);
-    if (o.profile && m.steps) {
-      const double k = 1e3 / (double)m.steps;
+    if (o.profile && m.prof_steps) {
+      const double k = 1e3 / (double)m.prof_steps;
       printf("  profile (device drained between phases): forward %.3f ms, backward %.3f ms, adam %.3f ms per step\n",
              k * m.phase_s[0], k * m.phase_s[1], k * m.phase_s[2]);
       printf("  profile (host: until the phase's calls returned): forward %.3f ms, backward %.3f ms, adam %.3f ms; "
-             "%zu nodes per step\n",
-             k * m.host_s[0], k * m.host_s[1], k * m.host_s[2], m.nodes);
+             "%zu nodes per step; mean over %llu steps after the first %d\n",
+             k * m.host_s[0], k * m.host_s[1], k * m.host_s[2], m.nodes, (unsigned long long)m.prof_steps,
+             GAT_PROFILE_WARMUP);
     }
     if (rc) {
       gat_model_free(&m);

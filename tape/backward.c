@@ -73,7 +73,7 @@ static bool view_pass(tg_tape *t, tgi_node *n) {
 
 /* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
  * (the vector-Jacobian product G^T dL/d(inputs)). fn names the public call in messages. */
-static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
+static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
   tg_status s = check_versions(t, fn, L);
   if (s) return s;
   if (t->check_finite && (s = tgi_finite_sweep_begin(t))) goto failed;
@@ -89,7 +89,7 @@ static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
     }
   }
   t->cur_op = fn;
-  if (tgi_grad_zero_room(t)) goto failed;
+  if (tgi_grad_zero_room(t) || tgi_grad_zero_params(t)) goto failed;
   if (G) { /* seed: L's gradient = G's values, copied on the side that computed L (on the device
             * unless L lives only on the host: a large gradient never crosses the bus per step) */
     bool fresh = false;
@@ -175,6 +175,14 @@ failed:
   }
   tgi_set_last_error("%s", t->msg);
   return s ? s : TG_ERR_INTERNAL;
+}
+
+/* The sweep; the zeroed flags of gradients it did not reach are dropped on every way out (the
+ * buffers stay invalid, and nothing but a later sweep may take them as zero). */
+static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
+  tg_status s = sweep_run(t, fn, L, G);
+  tgi_grad_zeroed_clear(t);
+  return s;
 }
 
 static tg_status begin(tg_tape *t, const char *fn) {

@@ -153,6 +153,7 @@ typedef struct tgi_value {
   bool retired;        /* free slot whose generation is exhausted: never handed out again */
   bool sweep_mark;     /* backward's pre-pass: a gradient will flow into this value */
   uint8_t grad_lent;   /* sides (TGI_ON_*) whose grad buffer is another value's (tgi_grad_pass) */
+  bool grad_zeroed;    /* parameters: grad.d holds zeros from this sweep's tgi_grad_zero_params */
   uint32_t sweep_uses; /* backward's pre-pass: nodes of the sweep that may add into this gradient */
   tgi_buf data;
   tgi_buf grad;
@@ -257,6 +258,12 @@ struct tg_tape {
    * known to be zero and untouched since (blocks handed out from it need no zero-fill). */
   tgi_arena grad_arena;
   uintptr_t grad_zero_lo, grad_zero_hi;
+  /* The optimizers' and the loss scaler's found-inf flag (one device int, tgi_found_flag): its own
+   * allocation, not dev_flags[2], so that a tape outside anomaly mode has no dev_flags and its
+   * tg_tape_reset zero-fills nothing. found_flag_zero: known to be 0 (the last optimizer check read
+   * it back as 0 and nothing wrote it since), so the next check needs no memset first. */
+  int32_t *found_flag;
+  bool found_flag_zero;
 
   tg_status status;      /* sticky */
   char msg[TGI_MSG_CAP]; /* sticky message, or last returned error */
@@ -268,7 +275,7 @@ struct tg_tape {
   bool nf_fwd_dev;     /* device checks of outputs issued since the last look at dev_flags[0] */
   bool nf_bwd_dev;     /* device checks of gradients issued in this sweep */
   int32_t *dev_flags;  /* device ints, allocated at first need: [0] forward anomaly (INT32_MAX - node),
-                          [1] backward anomaly (node + 1), [2] optimizer / scaler found-inf; each a max */
+                          [1] backward anomaly (node + 1); each a max ([2], [3] unused) */
   /* device checks queued and not launched yet (tape/finite.c), and their bytes */
   tgi_nf_entry nf_pend[TGI_NF_PENDING];
   uint32_t nf_npend;
@@ -321,6 +328,9 @@ static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
 int64_t tgi_host_first_nonfinite(tg_dtype dt, const void *p, int64_t n);
 /* The device flags of the tape (zeroed at first use); NULL + returned error on failure. */
 int32_t *tgi_dev_flags(tg_tape *t, tg_status *st, char *msg);
+/* The found-inf flag (allocated at first use, contents unknown until zero-filled: see
+ * found_flag_zero); NULL + returned error on failure. */
+int32_t *tgi_found_flag(tg_tape *t, tg_status *st, char *msg);
 /* Forward: checks the outputs of the nodes recorded since the last check (host at once, device by
  * a flag). Called when an op call ends (tgi_done), so each node is complete (its describe works). */
 void tgi_finite_forward(tg_tape *t);
@@ -457,6 +467,13 @@ bool tgi_grad_pass(tg_tape *t, tgi_value *x, tgi_value *y, int side);
  * training loop's whole sweep fits: the arena keeps the last step's size). TG_OK, or the memset's
  * failure (sticky). */
 tg_status tgi_grad_zero_room(tg_tape *t);
+/* Start of a sweep, after the pre-pass marks: the device gradients of parameters that the sweep
+ * may write, that tg_tape_zero_grad invalidated (so their first use would zero-fill them with a
+ * memset each) and that are small (<= 1 MiB), zeroed by one multi-tensor launch per dtype and
+ * flagged (grad_zeroed) so that the first use takes them as they are. tgi_grad_zeroed_clear drops
+ * the flags at the end of the sweep. TG_OK, or the launch's failure (sticky). */
+tg_status tgi_grad_zero_params(tg_tape *t);
+void tgi_grad_zeroed_clear(tg_tape *t);
 
 /* Optimizer state of a parameter: which 0 = first moment / momentum (opt_m), 1 = second moment
  * (opt_v); same dtype and size as the value; zero-filled at first use; persistent. Returns the

@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef TIGA_HAVE_CUDA
+#include "../cuda/optim.h"
+#endif
+
 static void *side_alloc(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
   if (side == TGI_ON_DEV && b == &v->grad && v->kind != TGI_PARAM && !b->d && t->rt->dev) {
     b->d = tgi_arena_alloc(&t->grad_arena, v->bytes ? v->bytes : 1);
@@ -115,6 +119,8 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
   } else if (side == TGI_ON_DEV && !had && (uintptr_t)p >= t->grad_zero_lo &&
              (uintptr_t)p + v->bytes <= t->grad_zero_hi) {
     /* a new block from the room the sweep zeroed (tgi_grad_zero_room): already zero */
+  } else if (side == TGI_ON_DEV && had && v->grad_zeroed) {
+    /* a parameter's gradient zeroed with the others at the start of the sweep (tgi_grad_zero_params) */
   } else if (side == TGI_ON_HOST) {
     memset(p, 0, v->bytes);
   } else {
@@ -127,6 +133,7 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
   }
   b->valid = (uint8_t)side;
   v->has_grad = true;
+  v->grad_zeroed = false;
   return p;
 }
 
@@ -147,6 +154,55 @@ tg_status tgi_grad_zero_room(tg_tape *t) {
   if (s) return tgi_fail(t, s, "%s", msg), s;
   t->grad_zero_lo = (uintptr_t)p;
   t->grad_zero_hi = (uintptr_t)p + bytes;
+  return TG_OK;
+}
+
+int32_t *tgi_found_flag(tg_tape *t, tg_status *st, char *msg) {
+  *st = TG_OK;
+  if (t->found_flag) return t->found_flag;
+  void *p = NULL;
+  if ((*st = tgi_device_alloc(t->rt->dev, sizeof(int32_t), &p, msg))) return NULL;
+  t->found_flag = p;
+  t->found_flag_zero = false;
+  return p;
+}
+
+void tgi_grad_zeroed_clear(tg_tape *t) {
+  if (!t->rt->dev) return; /* only set on a device runtime */
+  for (uint32_t i = 0; i < t->nvals; i++)
+    tgi_slot(t, i)->grad_zeroed = false;
+}
+
+tg_status tgi_grad_zero_params(tg_tape *t) {
+  tgi_grad_zeroed_clear(t);
+#ifdef TIGA_HAVE_CUDA
+  if (!t->rt->dev) return TG_OK;
+  /* Larger gradients keep the lazy zero-fill: they are mostly written whole (GEMMs with beta = 0),
+   * and zeroing them here would cost bandwidth; a small one costs a launch either way. */
+  const size_t small = (size_t)1 << 20;
+  enum { BATCH = 48 };
+  static const tg_dtype dts[3] = {TG_F32, TG_F16, TG_BF16};
+  cuda_mt_tensor mt[BATCH];
+  tgi_value *vs[BATCH];
+  for (int d = 0; d < 3; d++) {
+    int k = 0;
+    for (uint32_t i = 0; i <= t->nvals; i++) {
+      tgi_value *v = i < t->nvals ? tgi_slot(t, i) : NULL;
+      if (v && v->kind == TGI_PARAM && v->requires_grad && v->sweep_mark && !v->grad.valid && v->grad.d &&
+          v->dtype == dts[d] && v->bytes <= small) {
+        mt[k] = (cuda_mt_tensor){NULL, v->grad.d, NULL, NULL, v->numel, 0, 0, 0, 0};
+        vs[k++] = v;
+      }
+      if (k && (k == BATCH || !v)) {
+        tg_status s = cuda_zero_multi(TGI_STREAM(t), dts[d], mt, k);
+        if (s) return tgi_fail_cuda(t, s, "zeroing parameter gradients"), s;
+        for (int j = 0; j < k; j++)
+          vs[j]->grad_zeroed = true;
+        k = 0;
+      }
+    }
+  }
+#endif
   return TG_OK;
 }
 

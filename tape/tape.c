@@ -154,6 +154,7 @@ void tgi_tape_release(tg_tape *t) {
   tgi_arena_free(&t->dev_arena);
   tgi_arena_free(&t->grad_arena);
   if (t->dev_flags) tgi_device_free(t->rt->dev, t->dev_flags);
+  if (t->found_flag) tgi_device_free(t->rt->dev, t->found_flag);
   tgi_rt_release(t->rt);
   tag_give(t->tag);
   free(t);

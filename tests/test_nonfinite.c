@@ -471,6 +471,47 @@ Test(found_inf, adamw_skips_and_keeps_state) {
   tg_runtime_destroy(rt);
 }
 
+/* The same on CUDA, where the found-inf flag is read back per step and zero-filled only when the
+ * last read did not leave it at 0: after a skipped step the next finite steps go through, and
+ * the trajectory equals one without the skipped step. */
+static void adam_once_cuda(tg_tape *t, tg_id w, const float *xv, tg_status want) {
+  tg_tape_reset(t);
+  tg_tape_zero_grad(t);
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
+  tg_id x = ts_input(t, TG_F32, 1, S3, xv, 0);
+  tg_id L = tg_sum(t, tg_mul(t, x, w));
+  cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+  tg_adamw_options o;
+  tg_adamw_options_init(&o);
+  o.lr = 0.1;
+  cr_expect_eq(tg_adamw_step(t, &o), want, "%s", tg_tape_error(t));
+}
+
+Test(found_inf, cuda_adamw_skips_then_continues) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *a = ts_tape(rt), *b = ts_tape(rt);
+  float w0[3] = {1, 2, 3}, good[3] = {0.5f, -1, 2}, bad[3] = {0.5f, INFINITY, 2}, nan3[3] = {NAN, 0, 0};
+  tg_id wa = ts_param(a, TG_F32, 1, S3, w0), wb = ts_param(b, TG_F32, 1, S3, w0);
+  /* a: good, good, bad, nan, good, good; b: four good */
+  adam_once_cuda(a, wa, good, TG_OK);
+  adam_once_cuda(a, wa, good, TG_OK);
+  adam_once_cuda(a, wa, bad, TG_ERR_NONFINITE);
+  cr_expect(strstr(tg_tape_error(a), "parameter 0") != NULL, "%s", tg_tape_error(a));
+  adam_once_cuda(a, wa, nan3, TG_ERR_NONFINITE);
+  adam_once_cuda(a, wa, good, TG_OK);
+  adam_once_cuda(a, wa, good, TG_OK);
+  for (int k = 0; k < 4; k++)
+    adam_once_cuda(b, wb, good, TG_OK);
+  double pa[3], pb[3];
+  ts_read(a, wa, pa, 3);
+  ts_read(b, wb, pb, 3);
+  for (int i = 0; i < 3; i++)
+    cr_expect_eq(pa[i], pb[i], "w[%d]: %.9g after skipped steps vs %.9g", i, pa[i], pb[i]);
+  tg_tape_destroy(a);
+  tg_tape_destroy(b);
+  tg_runtime_destroy(rt);
+}
+
 /* ------------------------------------------------------------ clip */
 
 Test(clip, error_if_nonfinite) {

@@ -137,3 +137,68 @@ Test(providers, injected_oom_is_a_status_and_tape_stays_usable) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+/* Parameter gradients on the device across sweeps (tgi_grad_zero_params zeroes the small ones that
+ * tg_tape_zero_grad invalidated in one launch at the start of a sweep): without zero_grad they
+ * accumulate (u, used twice per sweep, within rounding; the others exactly); after it each restarts from zero,
+ * including one that an earlier sweep did not reach and whose buffer still holds that sweep's gradient. */
+static tg_id zg_forward(tg_tape *t, tg_id iw, tg_id ib, tg_id iu, const float *x, bool with_u) {
+  int64_t sx[2] = {ROWS, COLS};
+  tg_id ix = ts_input(t, TG_F32, 2, sx, x, 0);
+  tg_id y = tg_mean(t, tg_tanh(t, tg_add(t, tg_mul(t, ix, iw), ib)));
+  if (with_u) y = tg_add(t, y, tg_sum(t, tg_mul(t, iu, iu)));
+  cr_assert_eq(tg_tape_status(t), TG_OK, "%s", tg_tape_error(t));
+  return y;
+}
+
+Test(providers, param_grads_restart_from_zero_after_zero_grad) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA, NULL);
+  int64_t sx[2] = {ROWS, COLS}, sb[1] = {COLS};
+  double *d = malloc(ROWS * COLS * sizeof(double));
+  ts_uniform(d, ROWS * COLS, 11, -2, 2);
+  float *x = ts_convert(d, ROWS * COLS, TG_F32);
+  ts_uniform(d, ROWS * COLS, 12, -2, 2);
+  float *w = ts_convert(d, ROWS * COLS, TG_F32);
+  ts_uniform(d, COLS, 13, -1, 1);
+  float *b = ts_convert(d, COLS, TG_F32), *u = ts_convert(d, COLS, TG_F32);
+  tg_id iw = ts_param(t, TG_F32, 2, sx, w), ib = ts_param(t, TG_F32, 1, sb, b), iu = ts_param(t, TG_F32, 1, sb, u);
+  double *g1w = malloc(ROWS * COLS * sizeof(double)), *gw = malloc(ROWS * COLS * sizeof(double));
+  double g1b[COLS], g1u[COLS], gb[COLS], gu[COLS];
+  /* sweep 1: the reference gradients */
+  cr_assert_eq(tg_tape_backward(t, zg_forward(t, iw, ib, iu, x, true)), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, iw, g1w, ROWS * COLS);
+  ts_read_grad(t, ib, g1b, COLS);
+  ts_read_grad(t, iu, g1u, COLS);
+  /* sweep 2 without zero_grad: twice the reference */
+  cr_assert_eq(tg_tape_reset(t), TG_OK);
+  cr_assert_eq(tg_tape_backward(t, zg_forward(t, iw, ib, iu, x, true)), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, iw, gw, ROWS * COLS);
+  ts_read_grad(t, iu, gu, COLS);
+  for (int i = 0; i < ROWS * COLS; i++)
+    cr_expect(gw[i] == 2 * g1w[i], "w[%d]: %g vs 2 x %g", i, gw[i], g1w[i]);
+  for (int i = 0; i < COLS; i++)
+    cr_expect(fabs(gu[i] - 2 * g1u[i]) <= 1e-6 * fabs(g1u[i]), "u[%d]: %g vs 2 x %g", i, gu[i], g1u[i]);
+  /* sweep 3 after zero_grad, u not used: w and b restart from zero */
+  cr_assert_eq(tg_tape_zero_grad(t), TG_OK);
+  cr_assert_eq(tg_tape_reset(t), TG_OK);
+  cr_assert_eq(tg_tape_backward(t, zg_forward(t, iw, ib, iu, x, false)), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, iw, gw, ROWS * COLS);
+  ts_read_grad(t, ib, gb, COLS);
+  for (int i = 0; i < ROWS * COLS; i++)
+    cr_expect(gw[i] == g1w[i], "w[%d]: %g vs %g", i, gw[i], g1w[i]);
+  for (int i = 0; i < COLS; i++)
+    cr_expect(gb[i] == g1b[i], "b[%d]: %g vs %g", i, gb[i], g1b[i]);
+  /* sweep 4 after zero_grad with u again: its buffer held 2 x g1u, its gradient is g1u */
+  cr_assert_eq(tg_tape_zero_grad(t), TG_OK);
+  cr_assert_eq(tg_tape_reset(t), TG_OK);
+  cr_assert_eq(tg_tape_backward(t, zg_forward(t, iw, ib, iu, x, true)), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, iu, gu, COLS);
+  ts_read_grad(t, ib, gb, COLS);
+  for (int i = 0; i < COLS; i++)
+    cr_expect(gu[i] == g1u[i] && gb[i] == g1b[i], "u[%d]: %g vs %g, b: %g vs %g", i, gu[i], g1u[i], gb[i], g1b[i]);
+  free(d), free(x), free(w), free(b), free(u), free(g1w), free(gw);
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
+}

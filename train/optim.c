@@ -195,9 +195,12 @@ static tg_status check_finite_grads(tg_tape *t, const char *fn, const item *it, 
   if (any_dev) {
     char msg[TGI_MSG_CAP];
     tg_status s;
-    int32_t *flags = tgi_dev_flags(t, &s, msg);
-    if (!flags) return tgi_error(t, s, "%s: %s", fn, msg);
-    if ((s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg))) return tgi_error(t, s, "%s: %s", fn, msg);
+    int32_t *flag = tgi_found_flag(t, &s, msg);
+    if (!flag) return tgi_error(t, s, "%s: %s", fn, msg);
+    /* zero-filled unless the last check left it at 0 (a kernel here only ever writes 1) */
+    if (!t->found_flag_zero && (s = tgi_device_zero(tgi_dev(t), flag, sizeof(int32_t), msg)))
+      return tgi_error(t, s, "%s: %s", fn, msg);
+    t->found_flag_zero = false; /* until read back as 0 below */
     cuda_mt_tensor *mt = tgi_malloc(n * sizeof *mt);
     if (!mt) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     mt_groups gr;
@@ -206,20 +209,21 @@ static tg_status check_finite_grads(tg_tape *t, const char *fn, const item *it, 
       if (it[k].side == TGI_ON_DEV)
         mt[mt_slot(&gr, it[k].v)] = (cuda_mt_tensor){NULL, it[k].v->grad.d, NULL, NULL, it[k].v->numel, 0, 0, 0, 0};
     for (int d = 0; d < 3 && !s; d++)
-      if (gr.n[d] && (s = cuda_nonfinite_multi(TGI_STREAM(t), MT_DTYPE[d], mt + gr.off[d], (int)gr.n[d], flags + 2)))
+      if (gr.n[d] && (s = cuda_nonfinite_multi(TGI_STREAM(t), MT_DTYPE[d], mt + gr.off[d], (int)gr.n[d], flag)))
         snprintf(msg, sizeof msg, "CUDA found-inf check failed: %s", tgc_error());
     free(mt);
     int32_t found = 0;
-    if (!s) s = tgi_device_d2h(tgi_dev(t), &found, flags + 2, sizeof found, msg);
+    if (!s) s = tgi_device_d2h(tgi_dev(t), &found, flag, sizeof found, msg);
     if (s) return tgi_error(t, s, "%s: %s", fn, msg);
+    t->found_flag_zero = found == 0;
     /* which one: a flag per parameter in item order, the first wins (only on this rare path) */
     for (size_t k = 0; found && k < n && !bad; k++) {
       if (it[k].side != TGI_ON_DEV) continue;
       int32_t one = 0;
-      if ((s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg)) ||
-          (s = tgi_device_flag_nonfinite(tgi_dev(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, 1,
-                                         flags + 2, msg)) ||
-          (s = tgi_device_d2h(tgi_dev(t), &one, flags + 2, sizeof one, msg)))
+      if ((s = tgi_device_zero(tgi_dev(t), flag, sizeof(int32_t), msg)) ||
+          (s = tgi_device_flag_nonfinite(tgi_dev(t), (tg_dtype)it[k].v->dtype, it[k].v->grad.d, it[k].v->numel, 1, flag,
+                                         msg)) ||
+          (s = tgi_device_d2h(tgi_dev(t), &one, flag, sizeof one, msg)))
         return tgi_error(t, s, "%s: %s", fn, msg);
       if (one) bad = &it[k];
     }

@@ -124,11 +124,12 @@ tg_status tg_loss_scaler_unscale(tg_tape *t, tg_loss_scaler *sc, int *found_inf)
 #ifdef TIGA_HAVE_CUDA
   char msg[TGI_MSG_CAP];
   tg_status s = TG_OK;
-  int32_t *flags = NULL;
+  int32_t *flag = NULL;
   cuda_mt_tensor *mt = NULL;
   if (ndev) {
-    flags = tgi_dev_flags(t, &s, msg);
-    if (flags) s = tgi_device_zero(tgi_dev(t), flags + 2, sizeof(int32_t), msg);
+    flag = tgi_found_flag(t, &s, msg);
+    t->found_flag_zero = false; /* this pass writes the flag and leaves it as it found */
+    if (flag) s = tgi_device_zero(tgi_dev(t), flag, sizeof(int32_t), msg);
     if (s) return tgi_error(t, s, "%s: %s", fn, msg);
     if (!(mt = tgi_malloc(ndev * sizeof *mt))) return tgi_error(t, TG_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   }
@@ -152,7 +153,7 @@ tg_status tg_loss_scaler_unscale(tg_tape *t, tg_loss_scaler *sc, int *found_inf)
       if (v->kind == TGI_PARAM && (v->grad.valid & TGI_ON_DEV) && v->dtype == DT[d])
         mt[k++] = (cuda_mt_tensor){NULL, v->grad.d, NULL, NULL, v->numel, 0, 0, 0, 0};
     }
-    if (k && (s = cuda_unscale_multi(TGI_STREAM(t), DT[d], mt, k, inv, flags + 2)))
+    if (k && (s = cuda_unscale_multi(TGI_STREAM(t), DT[d], mt, k, inv, flag)))
       snprintf(msg, sizeof msg, "CUDA unscale of the %s gradients failed: %s", tg_dtype_name(DT[d]), tgc_error());
   }
   free(mt);
@@ -161,7 +162,7 @@ tg_status tg_loss_scaler_unscale(tg_tape *t, tg_loss_scaler *sc, int *found_inf)
     if (v->kind == TGI_PARAM && (v->grad.valid & TGI_ON_DEV)) v->grad.valid = TGI_ON_DEV; /* changed there */
   }
   int32_t f = 0;
-  if (ndev && !s) s = tgi_device_d2h(tgi_dev(t), &f, flags + 2, sizeof f, msg);
+  if (ndev && !s) s = tgi_device_d2h(tgi_dev(t), &f, flag, sizeof f, msg);
   if (s) return tgi_error(t, s, "%s: %s", fn, msg);
   found = found || f != 0;
 #endif
