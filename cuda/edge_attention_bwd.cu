@@ -12,8 +12,9 @@
 //          added into the gradient in its storage dtype.
 // The MLP is evaluated once per edge per pass: the per-unit phase reads a from shared memory
 // (z = LeakyReLU(a), da = LeakyReLU'(a) sum_h ds[h] w2[k, h]) instead of re-gathering U / V.
-// Sums over a batch's edges for unit k are taken by lane (es, kk): half es of the batch for unit
-// kb * 16 + kk, the halves then added with one shuffle. Every order is fixed: bit-reproducible.
+// Sums over a batch's nb edges for unit k are taken by lane (es, kk): half es of the batch (edges
+// [0, ceil(nb / 2)) or the rest) for unit kb * 16 + kk, the halves then added with one shuffle.
+// Every order is fixed: bit-reproducible.
 #include "edge_attention.cuh"
 
 namespace tgea {
@@ -23,6 +24,14 @@ constexpr int kKB = 16; // hidden units per block of the per-unit phase
 // Floats per warp of the backward's edge-feature area: the batch's edge features and their dfe
 // ([f][edge], Fe * 32 each), then da of one block of units ([unit][edge], kKB * kAS).
 __host__ __device__ constexpr int fe_floats(int Fe) { return Fe > 0 ? 64 * Fe + kKB * kAS : 0; }
+
+// k_src's resident blocks per SM the register budget is set for: the kept pre-activations (HID * 33
+// floats per warp) cap hid 64 at 4 blocks (H > 1) and hid 128 at 2 by shared memory, so those may
+// use more registers (no spills at H > 1) at no loss of occupancy. (k_dst spills more when given
+// more: it keeps the 96 / 80 budget.)
+__host__ __device__ constexpr int src_min_blocks(int HID, int HP, int RM) {
+  return RM != 1 ? 1 : HID >= 128 ? 2 : HID >= 64 && HP > 1 ? 4 : HP == 1 ? 6 : 5;
+}
 
 // Per warp; followed in dynamic shared memory by each warp's edge-feature area (fe_floats), then
 // each warp's weight sums (P floats).
@@ -159,11 +168,12 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
         sm.dd[h][lane] = ds;
       }
       __syncwarp();
+      const int hh = (nb + 1) >> 1; // the batch's halves: edges [0, hh) and [hh, nb)
 #pragma unroll
       for (int kb = 0; kb < NKB; ++kb) {
         // lane = (es, kk): over half es of the batch for unit k, from the kept a and ds:
         // da = LeakyReLU'(a) sum_h ds[h] w2[k, h], and the sums of da, dpos da, ds z
-        const int k = kb * kKB + kk, t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
+        const int k = kb * kKB + kk, t0 = es * hh, t1 = es ? nb : hh;
         float w2k[HP], sd = 0.f, rwp[kMaxDim], rw2[HP];
 #pragma unroll
         for (int h = 0; h < HP; ++h) {
@@ -292,7 +302,7 @@ template <int HID, int HP> struct SrcSm {
 };
 
 template <typename T, int HID, int HP, int RM>
-__global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_src(const Args a) {
+__global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k_src(const Args a) {
   __shared__ Wts<HID> w;
   extern __shared__ __align__(16) float dyn[];
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: entries loaded ahead
@@ -390,7 +400,7 @@ __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
         sm.dd[h][lane] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - Dv[h]) : 0.f;
       __syncwarp();
       // lane = (es, kk): sum over half es of the batch of da[k] = LeakyReLU'(a) sum_h ds[h] w2[k, h]
-      const int t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
+      const int hh = (nb + 1) >> 1, t0 = es * hh, t1 = es ? nb : hh;
 #pragma unroll
       for (int kb = 0; kb < NKB; ++kb) {
         const int k = kb * kKB + kk;
