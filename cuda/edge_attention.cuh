@@ -130,10 +130,15 @@ __device__ __forceinline__ void pre8(const Args &a, const Wts<HID> &w, const flo
   }
 }
 
-// The HP head scores of one edge (heads >= H come out as 0: zero weights).
-template <typename T, int HID, int HP>
+// Row stride of the backward's per-warp pre-activation stash [unit][edge] (conflict free both ways).
+constexpr int kAS = 33;
+
+// The HP head scores of one edge (heads >= H come out as 0: zero weights). KEEP: also stores the
+// pre-activations a[k] at keep[k * kAS] (the backward reuses them instead of recomputing).
+template <typename T, int HID, int HP, bool KEEP = false>
 __device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const float *c, const T *gr,
-                                       const float (&dp)[kMaxDim], const float *fes, float (&s)[HP]) {
+                                       const float (&dp)[kMaxDim], const float *fes, float (&s)[HP],
+                                       float *keep = nullptr) {
 #pragma unroll
   for (int h = 0; h < HP; ++h)
     s[h] = w.b2[h];
@@ -143,6 +148,7 @@ __device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const f
     pre8<T, HID>(a, w, c, gr, k0, dp, fes, x);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
+      if constexpr (KEEP) keep[(k0 + q) * kAS] = x[q];
       const float z = leaky(x[q], a.slope);
 #pragma unroll
       for (int h = 0; h < HP; ++h)

@@ -1,27 +1,45 @@
 // tg_edge_attention's fused backward (cuda/edge_attention.h): three kernels, all recomputing a, z,
 // s, p per edge from the inputs and lse (nothing of size E is stored).
 //   k_dst  one warp per destination row, rows assigned statically (warp w of the grid takes rows
-//          w, w + W, ...): D = <dout, out> (saved for k_src), then per batch of 32 edges dp, ds, da
-//          and the row sums dV[i], dpd[i], the per-edge dfe[e], and the weight sums over the block's
-//          edges (per-warp shared accumulators, summed in warp order into one partial set per block).
-//   k_src  one warp per source over the transpose: dvalues[j], dU[j], dps[j].
+//          w, w + W, ...): D = <dout, out> (saved for k_src), then per batch of 32 edges the scores
+//          (lane = edge, keeping the pre-activations a[unit][edge] in the warp's shared memory),
+//          dp, ds, and from the kept a: da, the row sums dV[i], dpd[i], the per-edge dfe[e], and
+//          the weight sums over the block's edges (per-warp shared accumulators, summed in warp
+//          order into one partial set per block).
+//   k_src  one warp per source over the transpose, the same scores-then-kept-a scheme: dvalues[j],
+//          dU[j], dps[j].
 //   k_wsum one block per weight element: the block partials summed in block order (fixed tree),
 //          added into the gradient in its storage dtype.
-// Sums over a batch's edges for unit k are taken by lane (es, kk): half es of the batch for unit
-// kb * 16 + kk, the halves then added with one shuffle. Every order is fixed: bit-reproducible.
+// The MLP is evaluated once per edge per pass: the per-unit phase reads a from shared memory
+// (z = LeakyReLU(a), da = LeakyReLU'(a) sum_h ds[h] w2[k, h]) instead of re-gathering U / V.
+// Sums over a batch's nb edges for unit k are taken by lane (es, kk): half es of the batch (edges
+// [0, ceil(nb / 2)) or the rest) for unit kb * 16 + kk, the halves then added with one shuffle.
+// Every order is fixed: bit-reproducible.
 #include "edge_attention.cuh"
 
 namespace tgea {
 
 constexpr int kKB = 16; // hidden units per block of the per-unit phase
 
-// Per warp; followed in dynamic shared memory by each warp's edge features of the batch and their
-// dfe ([f][edge], Fe * 32 floats each), then each warp's weight sums (P floats).
+// Floats per warp of the backward's edge-feature area: the batch's edge features and their dfe
+// ([f][edge], Fe * 32 each), then da of one block of units ([unit][edge], kKB * kAS).
+__host__ __device__ constexpr int fe_floats(int Fe) { return Fe > 0 ? 64 * Fe + kKB * kAS : 0; }
+
+// k_src's resident blocks per SM the register budget is set for: the kept pre-activations (HID * 33
+// floats per warp) cap hid 64 at 4 blocks (H > 1) and hid 128 at 2 by shared memory, so those may
+// use more registers (no spills at H > 1) at no loss of occupancy. (k_dst spills more when given
+// more: it keeps the 96 / 80 budget.)
+__host__ __device__ constexpr int src_min_blocks(int HID, int HP, int RM) {
+  return RM != 1 ? 1 : HID >= 128 ? 2 : HID >= 64 && HP > 1 ? 4 : HP == 1 ? 6 : 5;
+}
+
+// Per warp; followed in dynamic shared memory by each warp's edge-feature area (fe_floats), then
+// each warp's weight sums (P floats).
 template <int HID, int HP> struct DstSm {
-  float c[HID];                  // b1 + V[i]
-  float dpos[kMaxDim][32];       // ps[j] - pd[i] of the batch
-  float dd[HP][32];              // <dout, values[j]> per head, then ds
-  float da[kKB][33], z[kKB][33]; // one block of units: [unit][edge]
+  float c[HID];            // b1 + V[i]
+  float dpos[kMaxDim][32]; // ps[j] - pd[i] of the batch
+  float dd[HP][32];        // <dout, values[j]> per head, then ds
+  float a[HID][kAS];       // pre-activations of the batch: [unit][edge]
   int32_t j[32];
 };
 
@@ -32,9 +50,11 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: edges loaded ahead
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
   DstSm<HID, HP> &sm = reinterpret_cast<DstSm<HID, HP> *>(dyn)[wid];
-  float *const sfe = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float) + wid * 64 * a.Fe;
+  const int xf = fe_floats(a.Fe);
+  float *const sfe = dyn + kDstWarps * sizeof(DstSm<HID, HP>) / sizeof(float) + wid * xf;
   float *const sgfe = sfe + 32 * a.Fe;
-  float *const wall = dyn + kDstWarps * (sizeof(DstSm<HID, HP>) / sizeof(float) + 64 * a.Fe);
+  float *const sda = sgfe + 32 * a.Fe; // [kKB][kAS], only when Fe > 0
+  float *const wall = dyn + kDstWarps * (sizeof(DstSm<HID, HP>) / sizeof(float) + xf);
   float *const wacc = wall + wid * a.P; // this warp's weight sums, the partial layout
   load_wts<T, HID>(w, a);
   if (a.wgrad)
@@ -45,6 +65,7 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
   cl.init(a, lane);
   const T *U = static_cast<const T *>(a.U);
   const int ob1 = (a.dim + a.Fe) * HID, ow2 = ob1 + HID;
+  const bool fegrad = a.Fe > 0 && (a.wgrad || a.g.fe); // da per edge wanted (dwe, dfe)
   float db2[HP];
 #pragma unroll
   for (int h = 0; h < HP; ++h)
@@ -83,14 +104,14 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll 1
     for (int64_t e0 = b; e0 < e; e0 += 32) {
       const int nb = (int)(e - e0 < 32 ? e - e0 : 32);
-      // lane = edge: scores, p, dropout weight
-      float p[HP], wd[HP], dp[kMaxDim], ds[HP];
+      // lane = edge: scores (pre-activations kept in sm.a), p, dropout weight
+      float p[HP], wd[HP], dp[kMaxDim];
       int32_t j = 0;
       if (lane < nb) {
         j = a.ci[e0 + lane];
         edge_in<T>(a, e0 + lane, j, i, dp, sfe + lane);
         float s[HP];
-        scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sfe + lane, s);
+        scores<T, HID, HP, true>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sfe + lane, s, &sm.a[0][lane]);
 #pragma unroll
         for (int h = 0; h < HP; ++h) {
           p[h] = tgg::exp_from(s[h], lse[h]);
@@ -142,62 +163,50 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
       __syncwarp();
 #pragma unroll
       for (int h = 0; h < HP; ++h) {
-        ds[h] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - D[h]) : 0.f;
-        db2[h] += ds[h];
-        sm.dd[h][lane] = ds[h];
+        const float ds = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - D[h]) : 0.f;
+        db2[h] += ds;
+        sm.dd[h][lane] = ds;
       }
+      __syncwarp();
+      const int hh = (nb + 1) >> 1; // the batch's halves: edges [0, hh) and [hh, nb)
 #pragma unroll
       for (int kb = 0; kb < NKB; ++kb) {
-        // lane = edge: da and z of units kb * 16 .. + 15, dfe
-        if (lane < nb)
+        // lane = (es, kk): over half es of the batch for unit k, from the kept a and ds:
+        // da = LeakyReLU'(a) sum_h ds[h] w2[k, h], and the sums of da, dpos da, ds z
+        const int k = kb * kKB + kk, t0 = es * hh, t1 = es ? nb : hh;
+        float w2k[HP], sd = 0.f, rwp[kMaxDim], rw2[HP];
 #pragma unroll
-          for (int c = 0; c < kKB; c += 8) {
-            const int k0 = kb * kKB + c;
-            float x[8], da[8];
-            pre8<T, HID>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, k0, dp, sfe + lane, x);
-#pragma unroll
-            for (int q = 0; q < 8; ++q) {
-              float dz = 0.f;
-#pragma unroll
-              for (int h = 0; h < HP; ++h)
-                dz = fmaf(ds[h], w.w2[k0 + q][h], dz);
-              da[q] = dz * leaky_d(x[q], a.slope);
-              sm.da[c + q][lane] = da[q];
-              sm.z[c + q][lane] = leaky(x[q], a.slope);
-            }
-#pragma unroll 1
-            for (int f = 0; f < a.Fe; ++f) {
-              float r = 0.f;
-#pragma unroll
-              for (int q = 0; q < 8; ++q)
-                r = fmaf(w.we[f][k0 + q], da[q], r);
-              sgfe[f * 32 + lane] += r;
-            }
-          }
-        __syncwarp();
-        // lane = (es, kk): sums over half es of the batch for unit k
-        const int k = kb * kKB + kk, t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
-        float sda = 0.f, rwp[kMaxDim], rw2[HP];
+        for (int h = 0; h < HP; ++h) {
+          w2k[h] = w.w2[k][h];
+          rw2[h] = 0.f;
+        }
 #pragma unroll
         for (int d = 0; d < kMaxDim; ++d)
           rwp[d] = 0.f;
-#pragma unroll
-        for (int h = 0; h < HP; ++h)
-          rw2[h] = 0.f;
 #pragma unroll 4
         for (int t = t0; t < t1; ++t) {
-          const float d_ = sm.da[kk][t], z_ = sm.z[kk][t];
-          sda += d_;
+          const float x = sm.a[k][t];
+          float dsv[HP], dz = 0.f;
 #pragma unroll
-          for (int d = 0; d < kMaxDim; ++d)
-            if (d < a.dim) rwp[d] = fmaf(sm.dpos[d][t], d_, rwp[d]);
-          if (a.wgrad)
+          for (int h = 0; h < HP; ++h) {
+            dsv[h] = sm.dd[h][t];
+            dz = fmaf(dsv[h], w2k[h], dz);
+          }
+          const float d_ = dz * leaky_d(x, a.slope);
+          if (fegrad) sda[kk * kAS + t] = d_;
+          sd += d_;
+          if (a.wgrad) {
+#pragma unroll
+            for (int d = 0; d < kMaxDim; ++d)
+              if (d < a.dim) rwp[d] = fmaf(sm.dpos[d][t], d_, rwp[d]);
+            const float z_ = leaky(x, a.slope);
 #pragma unroll
             for (int h = 0; h < HP; ++h)
-              rw2[h] = fmaf(sm.dd[h][t], z_, rw2[h]);
+              rw2[h] = fmaf(dsv[h], z_, rw2[h]);
+          }
         }
-        sda += __shfl_xor_sync(0xffffffffu, sda, 16);
-        dv[kb] += sda;
+        sd += __shfl_xor_sync(0xffffffffu, sd, 16);
+        dv[kb] += sd;
         if (a.wgrad) {
 #pragma unroll
           for (int d = 0; d < kMaxDim; ++d)
@@ -209,26 +218,41 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll
             for (int d = 0; d < kMaxDim; ++d)
               if (d < a.dim) wacc[d * HID + k] += rwp[d];
-            wacc[ob1 + k] += sda;
+            wacc[ob1 + k] += sd;
 #pragma unroll
             for (int h = 0; h < HP; ++h)
               if (h < a.H) wacc[ow2 + h * HID + k] += rw2[h];
           }
+          // dwe: the lane's own da entries (written above by this lane)
 #pragma unroll 1
           for (int f = 0; f < a.Fe; ++f) {
             float r = 0.f;
             for (int t = t0; t < t1; ++t)
-              r = fmaf(sfe[f * 32 + t], sm.da[kk][t], r);
+              r = fmaf(sfe[f * 32 + t], sda[kk * kAS + t], r);
             r += __shfl_xor_sync(0xffffffffu, r, 16);
             if (es == 0) wacc[(a.dim + f) * HID + k] += r;
           }
         }
-        __syncwarp();
+        if (fegrad) {
+          __syncwarp();
+          // lane = edge: dfe[e, f] += sum over this block's units of we[f, k] da[e, k]
+          if (a.g.fe && lane < nb)
+#pragma unroll 1
+            for (int f = 0; f < a.Fe; ++f) {
+              float r = 0.f;
+#pragma unroll
+              for (int q = 0; q < kKB; ++q)
+                r = fmaf(w.we[f][kb * kKB + q], sda[q * kAS + lane], r);
+              sgfe[f * 32 + lane] += r;
+            }
+          __syncwarp();
+        }
       }
       if (lane < nb && a.g.fe)
 #pragma unroll 1
         for (int f = 0; f < a.Fe; ++f)
           addf<T>(a.g.fe, (e0 + lane) * a.Fe + f, sgfe[f * 32 + lane]);
+      __syncwarp();
     }
     // row sums: dV[i] += sum_e da; dpd[i, d] -= sum_k wp[d, k] dV-row[k]
     if (a.g.V && es == 0)
@@ -267,26 +291,28 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
     }
 }
 
+// Per warp; followed in dynamic shared memory by each warp's edge features of the batch
+// ([f][entry], Fe * 32 floats).
 template <int HID, int HP> struct SrcSm {
-  float c[HID];          // b1 + U[j]
-  float fe[kMaxFe * 32]; // edge features of the batch [f][entry]
-  float pw[HP][32];      // p * w
-  float dd[HP][32];      // <dout[i, h], values[j, h]>
-  float da[kKB][33];
+  float c[HID];      // b1 + U[j]
+  float pw[HP][32];  // p * w
+  float dd[HP][32];  // <dout[i, h], values[j, h]>, then ds
+  float a[HID][kAS]; // pre-activations of the batch: [unit][entry]
   int32_t i[32];
 };
 
 template <typename T, int HID, int HP, int RM>
-__global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_src(const Args a) {
+__global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k_src(const Args a) {
   __shared__ Wts<HID> w;
-  __shared__ SrcSm<HID, HP> sms[kSrcWarps];
+  extern __shared__ __align__(16) float dyn[];
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: entries loaded ahead
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
   const int64_t j = (int64_t)blockIdx.x * kSrcWarps + wid;
   if (j >= a.nk) return; // warp-uniform, after the block's only barrier
-  SrcSm<HID, HP> &sm = sms[wid];
+  SrcSm<HID, HP> &sm = reinterpret_cast<SrcSm<HID, HP> *>(dyn)[wid];
+  float *const sfe = dyn + kSrcWarps * sizeof(SrcSm<HID, HP>) / sizeof(float) + wid * 32 * a.Fe;
   for (int k = lane; k < HID; k += 32)
     sm.c[k] = w.b1[k] + (a.U ? ldf<T>(a.U, j * HID + k) : 0.f);
   Cols<T, RM> cl;
@@ -308,13 +334,14 @@ __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll 1
   for (int64_t e0 = b; e0 < e; e0 += 32) {
     const int nb = (int)(e - e0 < 32 ? e - e0 : 32);
-    float p[HP], wd[HP], dp[kMaxDim], Dv[HP];
+    float p[HP], wd[HP], Dv[HP];
     int32_t i = 0;
     if (lane < nb) {
+      float dp[kMaxDim];
       i = a.tr[e0 + lane];
-      edge_in<T>(a, a.te[e0 + lane], j, i, dp, sm.fe + lane);
+      edge_in<T>(a, a.te[e0 + lane], j, i, dp, sfe + lane);
       float s[HP];
-      scores<T, HID, HP>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, dp, sm.fe + lane, s);
+      scores<T, HID, HP, true>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, dp, sfe + lane, s, &sm.a[0][lane]);
 #pragma unroll
       for (int h = 0; h < HP; ++h) {
         const bool on = h < a.H;
@@ -326,9 +353,6 @@ __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll
       for (int h = 0; h < HP; ++h)
         p[h] = wd[h] = Dv[h] = 0.f;
-#pragma unroll
-      for (int d = 0; d < kMaxDim; ++d)
-        dp[d] = 0.f;
     }
     sm.i[lane] = i;
 #pragma unroll
@@ -371,37 +395,32 @@ __global__ void __launch_bounds__(kSrcWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
     }
     __syncwarp();
     if (a.srcda) {
-      float ds[HP];
 #pragma unroll
       for (int h = 0; h < HP; ++h)
-        ds[h] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - Dv[h]) : 0.f;
+        sm.dd[h][lane] = lane < nb ? p[h] * (wd[h] * sm.dd[h][lane] - Dv[h]) : 0.f;
+      __syncwarp();
+      // lane = (es, kk): sum over half es of the batch of da[k] = LeakyReLU'(a) sum_h ds[h] w2[k, h]
+      const int hh = (nb + 1) >> 1, t0 = es * hh, t1 = es ? nb : hh;
 #pragma unroll
       for (int kb = 0; kb < NKB; ++kb) {
-        if (lane < nb)
+        const int k = kb * kKB + kk;
+        float w2k[HP], sd = 0.f;
 #pragma unroll
-          for (int c = 0; c < kKB; c += 8) {
-            const int k0 = kb * kKB + c;
-            float x[8];
-            pre8<T, HID>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, k0, dp, sm.fe + lane, x);
+        for (int h = 0; h < HP; ++h)
+          w2k[h] = w.w2[k][h];
+#pragma unroll 4
+        for (int t = t0; t < t1; ++t) {
+          float dz = 0.f;
 #pragma unroll
-            for (int q = 0; q < 8; ++q) {
-              float dz = 0.f;
-#pragma unroll
-              for (int h = 0; h < HP; ++h)
-                dz = fmaf(ds[h], w.w2[k0 + q][h], dz);
-              sm.da[c + q][lane] = dz * leaky_d(x[q], a.slope);
-            }
-          }
-        __syncwarp();
-        const int t0 = es * 16, t1 = nb < t0 + 16 ? nb : t0 + 16;
-        float sda = 0.f;
-        for (int t = t0; t < t1; ++t)
-          sda += sm.da[kk][t];
-        sda += __shfl_xor_sync(0xffffffffu, sda, 16);
-        du[kb] += sda;
-        __syncwarp();
+          for (int h = 0; h < HP; ++h)
+            dz = fmaf(sm.dd[h][t], w2k[h], dz);
+          sd += dz * leaky_d(sm.a[k][t], a.slope);
+        }
+        sd += __shfl_xor_sync(0xffffffffu, sd, 16);
+        du[kb] += sd;
       }
     }
+    __syncwarp();
   }
 #pragma unroll
   for (int r = 0; r < RM; ++r)
@@ -466,7 +485,7 @@ template <typename T> __global__ void __launch_bounds__(256) k_wsum(const Args a
 
 struct Dst {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
-    const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + 64 * sizeof(float) * (size_t)a.Fe +
+    const size_t smem = kDstWarps * (sizeof(DstSm<HID, HP>) + sizeof(float) * (size_t)fe_floats(a.Fe) +
                                      (a.wgrad ? (size_t)a.P * sizeof(float) : 0));
     if (smem + sizeof(Wts<HID>) > 48 * 1024) // opt-in above the default (large Fe, H, hid)
       TGC_CUDA(cudaFuncSetAttribute(k_dst<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -478,7 +497,10 @@ struct Dst {
 struct Src {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
     const int64_t blocks = (a.nk + kSrcWarps - 1) / kSrcWarps;
-    k_src<T, HID, HP, RM><<<(unsigned)blocks, kSrcWarps * 32, 0, s>>>(a);
+    const size_t smem = kSrcWarps * (sizeof(SrcSm<HID, HP>) + 32 * sizeof(float) * (size_t)a.Fe);
+    if (smem + sizeof(Wts<HID>) > 48 * 1024) // opt-in above the default (large Fe, H, hid)
+      TGC_CUDA(cudaFuncSetAttribute(k_src<T, HID, HP, RM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    k_src<T, HID, HP, RM><<<(unsigned)blocks, kSrcWarps * 32, smem, s>>>(a);
     TGC_LAUNCHED("edge_attention_backward_src");
     return TG_OK;
   }
