@@ -22,7 +22,8 @@
  * a flag is read or zeroed, and before step memory is reused or freed (tg_tape_reset, tape
  * release). In backward a node whose gradient more nodes will add into launches the queue at once,
  * so that its check overlaps the nodes up to the next one that adds into it. Without the check
- * stream (host build, TIGA_CHECK_FINITE_OVERLAP=0) everything runs in order on the main stream. */
+ * stream (the default; host builds; see tape/runtime.c for why the stream is opt-in,
+ * TIGA_CHECK_FINITE_OVERLAP=1) everything runs in order on the main stream. */
 #include "internal.h"
 
 #include <stdio.h>
