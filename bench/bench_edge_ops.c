@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "tiga.h"
+#include "graph_file.h"
 
 static void die(const char *what, const char *msg) {
   fprintf(stderr, "bench_edge_ops: FAIL %s: %s\n", what, msg);
@@ -48,26 +49,9 @@ static int cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef struct graph {
-  int64_t n, nnz;
-  float *pos;
-  int64_t *row_ptr;
-  int32_t *col_idx;
-} graph;
-
 static void read_graph(const char *path, graph *g) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die("open", path);
-  if (fread(&g->n, 8, 1, f) != 1 || fread(&g->nnz, 8, 1, f) != 1 || g->n < 1 || g->nnz < 0) die("read", path);
-  g->pos = malloc((size_t)g->n * 3 * sizeof(float));
-  g->row_ptr = malloc((size_t)(g->n + 1) * sizeof(int64_t));
-  g->col_idx = malloc((size_t)(g->nnz ? g->nnz : 1) * sizeof(int32_t));
-  if (!g->pos || !g->row_ptr || !g->col_idx) die("read", "out of memory");
-  if (fread(g->pos, sizeof(float), (size_t)g->n * 3, f) != (size_t)g->n * 3 ||
-      fread(g->row_ptr, 8, (size_t)g->n + 1, f) != (size_t)g->n + 1 ||
-      fread(g->col_idx, 4, (size_t)g->nnz, f) != (size_t)g->nnz)
-    die("read", path);
-  fclose(f);
+  const char *why;
+  if (graph_read(path, g, &why)) die(path, why);
 }
 
 /* Uniform [-1, 1) values (splitmix64), never zeros; scaled. */
@@ -341,6 +325,6 @@ int main(int argc, char **argv) {
   }
   tg_relation_destroy(rel);
   tg_runtime_destroy(rt);
-  free(g.pos), free(g.row_ptr), free(g.col_idx);
+  graph_free(&g);
   return fails ? 1 : 0;
 }

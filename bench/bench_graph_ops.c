@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "tiga.h"
+#include "graph_file.h"
 
 static void die(const char *what, const char *msg) {
   fprintf(stderr, "bench_graph_ops: %s: %s\n", what, msg);
@@ -42,25 +43,18 @@ static int cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef struct graph {
-  int64_t n, nnz;
-  float *pos;
-  int64_t *row_ptr;
-  int32_t *col_idx;
-} graph;
-
 static void read_graph(const char *path, graph *g) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die("open", path);
-  if (fread(&g->n, 8, 1, f) != 1 || fread(&g->nnz, 8, 1, f) != 1 || g->n < 1 || g->nnz < 0) die("read", path);
-  g->pos = malloc((size_t)g->n * 3 * sizeof(float));
-  g->row_ptr = malloc((size_t)(g->n + 1) * sizeof(int64_t));
-  g->col_idx = malloc((size_t)(g->nnz ? g->nnz : 1) * sizeof(int32_t));
-  if (fread(g->pos, sizeof(float), (size_t)g->n * 3, f) != (size_t)g->n * 3 ||
-      fread(g->row_ptr, 8, (size_t)g->n + 1, f) != (size_t)g->n + 1 ||
-      fread(g->col_idx, 4, (size_t)g->nnz, f) != (size_t)g->nnz)
-    die("read", path);
-  fclose(f);
+  const char *why;
+  if (graph_read(path, g, &why)) die(path, why);
+}
+
+/* The same points at a cutoff for ~4x the edges (peak growth at fixed N); *e4 = its edge count. */
+static tg_relation *radius_4x(tg_runtime *rt, const graph *g, double cutoff, int64_t *e4) {
+  tg_relation *r;
+  if (tg_relation_radius(rt, 3, TG_F32, g->n, g->pos, (size_t)g->n * 12, 0, NULL, 0, cutoff * cbrt(4.0), NULL, &r))
+    die("tg_relation_radius", tg_last_error());
+  tg_relation_info(r, NULL, NULL, NULL, e4);
+  return r;
 }
 
 /* Uniform [-1, 1) values (splitmix64), never zeros. */
@@ -255,11 +249,8 @@ int main(int argc, char **argv) {
     run(rt, &w, warmup, reps, &ms, &mib);
     printf("%-34s %10.3f %12.1f\n", "gat layer 64->4x16 f32", ms, mib);
     /* the same points at a cutoff for ~4x the edges: peak growth at fixed N */
-    tg_relation *rel4;
-    if (tg_relation_radius(rt, 3, TG_F32, g.n, g.pos, (size_t)g.n * 12, 0, NULL, 0, cutoff * cbrt(4.0), NULL, &rel4))
-      die("tg_relation_radius", tg_last_error());
     int64_t e4;
-    tg_relation_info(rel4, NULL, NULL, NULL, &e4);
+    tg_relation *rel4 = radius_4x(rt, &g, cutoff, &e4);
     work w4 = w;
     w4.rel = rel4;
     double ms4, mib4;
@@ -283,11 +274,8 @@ int main(int argc, char **argv) {
       printf("%-34s %10.3f %12.1f\n", name, ms, mib);
       if (c != 1) continue;
       /* f32 H=8 D=64 on the same points at a cutoff for ~4x the edges: peak growth at fixed N */
-      tg_relation *rel4;
-      if (tg_relation_radius(rt, 3, TG_F32, g.n, g.pos, (size_t)g.n * 12, 0, NULL, 0, cutoff * cbrt(4.0), NULL, &rel4))
-        die("tg_relation_radius", tg_last_error());
       int64_t e4;
-      tg_relation_info(rel4, NULL, NULL, NULL, &e4);
+      tg_relation *rel4 = radius_4x(rt, &g, cutoff, &e4);
       work w4 = w;
       w4.rel = rel4;
       double ms4, mib4;
@@ -327,6 +315,6 @@ int main(int argc, char **argv) {
   }
   tg_relation_destroy(rel);
   tg_runtime_destroy(rt);
-  free(g.pos), free(g.row_ptr), free(g.col_idx);
+  graph_free(&g);
   return 0;
 }

@@ -58,6 +58,12 @@ static size_t off_wp(const ea_state *es) {
   return 0;
 }
 static size_t off_we(const ea_state *es) { return (size_t)((es->dim + es->Fs + es->Fd) * es->hid); }
+/* The geometry (edge = false) or edge-feature (edge = true) row block inside a w1-shaped buffer, its
+ * value or its gradient (the one cast serves both); NULL when the buffer or the block is absent. */
+static char *w1_block(const ea_state *es, const void *w1, size_t elem, bool edge) {
+  if (!w1 || !(edge ? es->Fe : es->dim)) return NULL;
+  return (char *)(uintptr_t)w1 + (edge ? off_we(es) : off_wp(es)) * elem;
+}
 
 static host_edge_attn host_attn(const ea_state *es) {
   const graph_state *st = es->g;
@@ -109,7 +115,6 @@ static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool 
 }
 
 static host_edge_inputs host_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype dt) {
-  const char *w1 = p->in[IN_W1];
   const size_t z = dt_size(dt);
   return (host_edge_inputs){.U = p->in[IN_U],
                             .V = p->in[IN_V],
@@ -117,12 +122,29 @@ static host_edge_inputs host_inputs(const ea_state *es, const ea_ptrs *p, tg_dty
                             .pd = p->in[IN_PD],
                             .fe = p->in[IN_FE],
                             .values = p->in[IN_VALUES],
-                            .wp = es->dim ? w1 + off_wp(es) * z : NULL,
-                            .we = es->Fe ? w1 + off_we(es) * z : NULL,
+                            .wp = w1_block(es, p->in[IN_W1], z, false),
+                            .we = w1_block(es, p->in[IN_W1], z, true),
                             .b1 = p->in[IN_B1],
                             .w2 = p->in[IN_W2],
                             .b2 = p->in[IN_B2]};
 }
+
+#ifdef TIGA_HAVE_CUDA
+static tgc_edge_inputs dev_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype dt) {
+  const size_t z = dt_size(dt);
+  return (tgc_edge_inputs){.U = p->in[IN_U],
+                           .V = p->in[IN_V],
+                           .ps = p->in[IN_PS],
+                           .pd = p->in[IN_PD],
+                           .fe = p->in[IN_FE],
+                           .values = p->in[IN_VALUES],
+                           .wp = w1_block(es, p->in[IN_W1], z, false),
+                           .we = w1_block(es, p->in[IN_W1], z, true),
+                           .b1 = p->in[IN_B1],
+                           .w2 = p->in[IN_W2],
+                           .b2 = p->in[IN_B2]};
+}
+#endif
 
 /* ------------------------------------------------------------ backward (HOST, CUDA_FUSED) */
 
@@ -145,15 +167,14 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     host_graph hg;
     const void *gy = tgi_grad_h(t, out);
     if (!gy || !gather_ptrs(t, n, es, false, true, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
-    char *gw1 = p.grad[IN_W1];
     host_edge_grads d = {.U = p.grad[IN_U],
                          .V = p.grad[IN_V],
                          .ps = p.grad[IN_PS],
                          .pd = p.grad[IN_PD],
                          .fe = p.grad[IN_FE],
                          .values = p.grad[IN_VALUES],
-                         .wp = gw1 && es->dim ? gw1 + off_wp(es) * z : NULL,
-                         .we = gw1 && es->Fe ? gw1 + off_we(es) * z : NULL,
+                         .wp = w1_block(es, p.grad[IN_W1], z, false),
+                         .we = w1_block(es, p.grad[IN_W1], z, true),
                          .b1 = p.grad[IN_B1],
                          .w2 = p.grad[IN_W2],
                          .b2 = p.grad[IN_B2]};
@@ -170,27 +191,15 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   bool per_source = p.grad[IN_U] || p.grad[IN_VALUES] || p.grad[IN_PS];
   tgc_csr cg;
   if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg)) return t->status;
-  const char *w1 = p.in[IN_W1];
-  char *gw1 = p.grad[IN_W1];
-  tgc_edge_inputs di = {.U = p.in[IN_U],
-                        .V = p.in[IN_V],
-                        .ps = p.in[IN_PS],
-                        .pd = p.in[IN_PD],
-                        .fe = p.in[IN_FE],
-                        .values = p.in[IN_VALUES],
-                        .wp = es->dim ? w1 + off_wp(es) * z : NULL,
-                        .we = es->Fe ? w1 + off_we(es) * z : NULL,
-                        .b1 = p.in[IN_B1],
-                        .w2 = p.in[IN_W2],
-                        .b2 = p.in[IN_B2]};
+  tgc_edge_inputs di = dev_inputs(es, &p, dt);
   tgc_edge_grads d = {.U = p.grad[IN_U],
                       .V = p.grad[IN_V],
                       .ps = p.grad[IN_PS],
                       .pd = p.grad[IN_PD],
                       .fe = p.grad[IN_FE],
                       .values = p.grad[IN_VALUES],
-                      .wp = gw1 && es->dim ? gw1 + off_wp(es) * z : NULL,
-                      .we = gw1 && es->Fe ? gw1 + off_we(es) * z : NULL,
+                      .wp = w1_block(es, p.grad[IN_W1], z, false),
+                      .we = w1_block(es, p.grad[IN_W1], z, true),
                       .b1 = p.grad[IN_B1],
                       .w2 = p.grad[IN_W2],
                       .b2 = p.grad[IN_B2]};
@@ -441,7 +450,6 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
   tgi_value *lse = out && o.lse_out ? tgi_result(t, TG_F32, 2, lshape) : NULL;
   if (!out || (o.lse_out && !lse)) return TG_NO_ID;
   const bool grad = tgi_needs_grad(t, nin, in);
-  const size_t z = dt_size(dt);
   void *saved = NULL;
   size_t saved_bytes = 0;
   ea_ptrs ptr;
@@ -469,24 +477,11 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     void *po = tgi_write_d(t, out);
     float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nl * sizeof *pl);
     if (!po || !pl || !tgi_rel_dev_csr(t, st->rel, false, &cg)) return TG_NO_ID;
-    const char *pw1 = ptr.in[IN_W1];
-    tgc_edge_inputs di = {.U = ptr.in[IN_U],
-                          .V = ptr.in[IN_V],
-                          .ps = ptr.in[IN_PS],
-                          .pd = ptr.in[IN_PD],
-                          .fe = ptr.in[IN_FE],
-                          .values = ptr.in[IN_VALUES],
-                          .wp = es->dim ? pw1 + off_wp(es) * z : NULL,
-                          .we = es->Fe ? pw1 + off_we(es) * z : NULL,
-                          .b1 = ptr.in[IN_B1],
-                          .w2 = ptr.in[IN_W2],
-                          .b2 = ptr.in[IN_B2]};
+    tgc_edge_inputs di = dev_inputs(es, &ptr, dt);
     tgc_edge_attn da = dev_attn(es, dt);
     tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);
     if (s) return tgi_fail_cuda(t, s, "fused edge attention forward"), TG_NO_ID;
     saved = pl, saved_bytes = (size_t)nl * sizeof *pl;
-#else
-    (void)z;
 #endif
   }
   tgi_value *outs[2] = {out, lse};
