@@ -520,9 +520,15 @@ TG_API tg_id tg_split(tg_tape *tape, tg_id x, int n, const int64_t *sizes, tg_id
 /* Sum / mean of all elements: a scalar (ndim 0). */
 TG_API tg_id tg_sum(tg_tape *tape, tg_id x);
 TG_API tg_id tg_mean(tg_tape *tape, tg_id x);
-/* Sum over the last dim: x [..., n] -> [...] (a 1-D x gives a scalar). E.g. GAT's per-head score
- * e[i, h] = sum_c z[i, h, c] a[h, c] is tg_sum_last(tg_mul(z, a)). */
+/* Sum over the last dim: x [..., n] -> [...] (a 1-D x gives a scalar). For a sum of products
+ * (e.g. GAT's per-head score) use tg_dot_last, one node instead of two. */
 TG_API tg_id tg_sum_last(tg_tape *tape, tg_id x);
+/* Dot product over the last dim: y[...] = sum_c a[..., c] b[..., c]. The last dims are equal
+ * (n >= 1); the leading dims broadcast by NumPy's rule (y's shape is that of broadcasting
+ * a.shape[:-1] with b.shape[:-1]; two 1-D values give a scalar). a and b are the same float dtype.
+ * Gradients of a broadcast operand are summed in a fixed order (the same bits every run). E.g.
+ * GAT's per-head score e[i, h] = sum_c z[i, h, c] a[h, c] is tg_dot_last(z [N, H, C], a [H, C]). */
+TG_API tg_id tg_dot_last(tg_tape *tape, tg_id a, tg_id b);
 /* Mean cross-entropy of logits [..., C] against I32 targets [...] (each in [0, C) or equal to
  * ignore_index). Rows whose target is ignore_index contribute nothing and are not counted in
  * the mean; if every row is ignored the loss is 0 (PyTorch gives NaN). Pass TG_NO_IGNORE to
