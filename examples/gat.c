@@ -266,7 +266,7 @@ void gat_model_params(const gat_model *m, tg_id ids[8]) {
 /* One GAT layer on z [n, H, C] (the projected features): scores, attention, heads concatenated, bias. */
 static tg_id gat_layer(gat_model *m, tg_id z, tg_id a_src, tg_id a_dst, tg_id b, int64_t H, int64_t C, int train) {
   tg_tape *t = m->tape;
-  tg_id e_src = tg_sum_last(t, tg_mul(t, z, a_src)), e_dst = tg_sum_last(t, tg_mul(t, z, a_dst));
+  tg_id e_src = tg_dot_last(t, z, a_src), e_dst = tg_dot_last(t, z, a_dst);
   tg_graph_attention_options o;
   tg_graph_attention_options_init(&o);
   o.negative_slope = m->cfg.slope;
