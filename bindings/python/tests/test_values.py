@@ -177,3 +177,27 @@ def test_finalizers_in_any_order():
     rt.close()
     with pytest.raises(ValueError, match="closed"):
         rt.has_device
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 5, 7), (3, 5, 7)), ((3, 5, 7), (5, 7)), ((5, 7), (3, 5, 7)),
+                                   ((1, 5, 7), (3, 5, 7)), ((3, 1, 7), (1, 5, 7)), ((7,), (7,)), ((4, 2, 1), (2, 1))])
+def test_dot_last(tape, rng, sa, sb):
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    x, w = tape.input(a, requires_grad=True), tape.parameter(b)
+    y = tiga.dot_last(x, w)
+    want = (a * b).sum(-1)
+    assert y.shape == want.shape
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12, atol=1e-14)
+    g = rng.standard_normal(want.shape)
+    tape.backward(y, tape.input(g))
+    ga = np.broadcast_to(g[..., None] * b, np.broadcast_shapes(sa, sb))
+    gb = np.broadcast_to(g[..., None] * a, np.broadcast_shapes(sa, sb))
+
+    def down(full, shape):  # sum a broadcast gradient down to the operand's shape
+        full = full.sum(axis=tuple(range(full.ndim - len(shape))))
+        return full.sum(axis=tuple(d for d, n in enumerate(shape) if n == 1), keepdims=True)
+
+    np.testing.assert_allclose(x.grad_numpy(), down(ga, sa), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(w.grad_numpy(), down(gb, sb), rtol=1e-12, atol=1e-13)
+    with pytest.raises(tiga.TigaError, match="differ in the last dim"):
+        tiga.dot_last(x, tape.input(np.ones(3)))

@@ -20,9 +20,9 @@ from ._core import (ABSENT, NO_ID, LossScaler, inject_host_alloc_failure, DType,
                     Side, Status, Tape, Value, numpy_dtype, to_dtype)
 from ._decls import CONSTANTS
 from ._ffi import API_VERSION, TigaError, last_error, lib
-from .ops import (GradcheckResult, add, attention, cast, concat, cross_entropy, dropout, edge_attention, elu,
-                  embedding, gat_attention, gelu, gradcheck, graph_attend, graph_displacement, graph_gather, graph_reduce,
-                  graph_softmax, layernorm, leaky_relu, linear, matmul, mean, mha, mse, mul, relation_causal,
+from .ops import (GradcheckResult, add, attention, cast, concat, cross_entropy, dot_last, dropout, edge_attention,
+                  elu, embedding, gat_attention, gelu, gradcheck, graph_attend, graph_displacement, graph_gather,
+                  graph_reduce, graph_softmax, layernorm, leaky_relu, linear, matmul, mean, mha, mse, mul, relation_causal,
                   relation_concat, relation_csr, relation_dense, relation_mask, relation_radius,
                   relation_radius_value, relation_varlen, relu, reshape, scale, slice, softmax, split, sub, sum,
                   sum_last, tanh, transpose)

@@ -153,6 +153,11 @@ def sum_last(x: Value) -> Value:
     return x.tape._op(lib.tg_sum_last(x.tape.handle, x.id))
 
 
+def dot_last(a: Operand, b: Operand) -> Value:
+    """sum_c a[..., c] * b[..., c]: equal last dims, the leading dims broadcast (NumPy's rule)."""
+    return _binary(lib.tg_dot_last, a, b)
+
+
 def cross_entropy(logits: Value, targets: Operand, ignore_index: Optional[int] = None) -> Value:
     """Mean cross-entropy of logits [..., C] against int32 targets [...]."""
     t = logits.tape
