@@ -185,9 +185,9 @@ static void expect_nothing_recorded(tg_tape *t) {
 Test(dot, errors) {
   tg_runtime *rt = ts_host_runtime();
   tg_tape *t = ts_tape(rt);
-  double d[64] = {0};
-  int32_t k[64] = {0};
-  float f[64] = {0};
+  double d[128] = {0};
+  int32_t k[128] = {0};
+  float f[128] = {0};
   const int64_t s347[3] = {3, 4, 7}, s46[2] = {4, 6}, s27[2] = {2, 7}, s0[1] = {1};
 #define IN(dt, nd, sh, p) ts_input(t, dt, nd, sh, p, 0)
   EXPECT_REFUSED(tg_dot_last(t, IN(TG_F64, 3, s347, d), IN(TG_F64, 2, s46, d)), TG_ERR_SHAPE,
