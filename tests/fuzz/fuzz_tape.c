@@ -211,11 +211,12 @@ static void op_binary(vm *m) {
     a = b, b = x;
   }
   tg_id y = TG_NO_ID;
-  switch (fz_u8(&m->f) % 5) {
+  switch (fz_u8(&m->f) % 6) {
   case 0: y = tg_add(t, a, b); break;
   case 1: y = tg_sub(t, a, b); break;
   case 2: y = tg_mul(t, a, b); break;
   case 3: y = tg_mse(t, a, b); break;
+  case 4: y = tg_dot_last(t, a, b); break;
   default: {
     tg_id xs[3] = {a, b, pick(m)};
     y = tg_concat(t, fz_range(&m->f, 0, 3), xs);
