@@ -106,13 +106,13 @@ int charlm_dp_launch(int argc, char **argv, int gpus, const char *out) {
 int charlm_dp_join(charlm_model *m, int gpus, int rank, const char *out, double timeout_s, char *err) {
   char path[4096];
   id_path(path, sizeof path, out);
-  tg_comm_id id;
+  unsigned char id[TG_COMM_ID_BYTES];
   if (rank == 0) {
-    if (tg_comm_id_create(&id, sizeof id) || tg_comm_id_write(&id, sizeof id, path)) {
+    if (tg_comm_id_create(id, sizeof id) || tg_comm_id_write(id, sizeof id, path)) {
       snprintf(err, CHARLM_ERR, "rank 0: %s", tg_last_error());
       return -1;
     }
-  } else if (tg_comm_id_read(path, timeout_s, &id, sizeof id)) {
+  } else if (tg_comm_id_read(path, timeout_s, id, sizeof id)) {
     snprintf(err, CHARLM_ERR, "rank %d: %s", rank, tg_last_error());
     return -1;
   }
@@ -120,7 +120,7 @@ int charlm_dp_join(charlm_model *m, int gpus, int rank, const char *out, double 
   tg_comm_options_init(&o);
   o.timeout_s = timeout_s;
   tg_comm *c = NULL;
-  if (tg_comm_create(m->rt, gpus, rank, &id, sizeof id, &o, &c)) {
+  if (tg_comm_create(m->rt, gpus, rank, id, sizeof id, &o, &c)) {
     snprintf(err, CHARLM_ERR, "rank %d: tg_comm_create: %s", rank, tg_last_error());
     return -1;
   }

@@ -923,9 +923,10 @@ TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
  * the library was built with NCCL (CMake TIGA_NCCL); otherwise every call that needs NCCL returns
  * TG_ERR_UNSUPPORTED with a message (arguments are still checked first). A host-only runtime is
  * TG_ERR_NO_DEVICE.
- * Rendezvous: rank 0 makes an id (tg_comm_id_create) and hands it to the other ranks, e.g. through
- * a file (tg_comm_id_write / tg_comm_id_read) or a pipe (the 128 bytes as they are); every rank
- * then calls tg_comm_create with the same id and nranks, and its own rank.
+ * Rendezvous: rank 0 makes an id (tg_comm_id_create: TG_COMM_ID_BYTES opaque bytes, NCCL's
+ * ncclUniqueId) and hands it to the other ranks, e.g. through a file (tg_comm_id_write /
+ * tg_comm_id_read) or a pipe (the bytes as they are); every rank then calls tg_comm_create with the
+ * same id and nranks, and its own rank.
  * Per step (data parallel):
  *   tg_comm_attach(comm, tape);                    (once: registers the gradient-ready hook)
  *   tg_comm_broadcast_parameters(comm, tape);      (once: every rank starts from rank 0's values)
@@ -935,27 +936,29 @@ TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
  *         optimizer step (every rank the same update: the gradients are the ranks' mean)
  * Gradients are reduced in place, in their own dtype, as the mean over the ranks (NCCL's ncclAvg),
  * in buckets of about opts->bucket_bytes over the parameters in reverse tg_tape_parameters order
- * (roughly the order backward finishes them); buckets are launched in that order on every rank.
+ * (roughly the order backward finishes them); buckets are launched in that order on every rank, so
+ * every rank must use the same options and model.
  * Errors: a rank that dies or stops answering becomes a status, not a hang: the communicator is
  * created non-blocking and every wait polls it with a deadline of opts->timeout_s seconds; at the
  * deadline the communicator is aborted (ncclCommAbort) and the call returns TG_ERR_DEVICE naming
  * what it waited for. An aborted or failed communicator refuses every later call (TG_ERR_STATE);
- * destroy it. */
+ * destroy it. libnccl is loaded at the first call that needs it (TIGA_NCCL_LIBRARY, else
+ * libnccl.so.2 on the loader's path); when it cannot be loaded those calls return TG_ERR_UNSUPPORTED
+ * naming it. */
 typedef struct tg_comm tg_comm;
+/* Bytes of a rendezvous id (NCCL's ncclUniqueId): plain bytes, copied as they are between
+ * processes. */
 #define TG_COMM_ID_BYTES 128
-/* The rendezvous id (NCCL's ncclUniqueId): plain bytes, copied as they are between processes. */
-typedef struct tg_comm_id {
-  unsigned char bytes[TG_COMM_ID_BYTES];
-} tg_comm_id;
-/* A fresh id (rank 0 calls it; it opens the bootstrap socket the other ranks connect to). out_bytes
- * must be sizeof(tg_comm_id). */
-TG_API tg_status tg_comm_id_create(tg_comm_id *out, size_t out_bytes);
+/* A fresh id into id (id_bytes = TG_COMM_ID_BYTES). Rank 0 calls it: it opens the bootstrap socket
+ * the other ranks connect to, which lives as long as the calling process. */
+TG_API tg_status tg_comm_id_create(void *id, size_t id_bytes);
 /* Writes the id to path atomically ("<path>.tmp", then a rename), so a reader never sees half of
  * it. Needs no NCCL. */
-TG_API tg_status tg_comm_id_write(const tg_comm_id *id, size_t id_bytes, const char *path);
-/* Reads an id written by tg_comm_id_write, waiting up to timeout_s seconds (>= 0) for the file to
- * appear: TG_ERR_IO when it does not, or is not such a file. Needs no NCCL. */
-TG_API tg_status tg_comm_id_read(const char *path, double timeout_s, tg_comm_id *out, size_t out_bytes);
+TG_API tg_status tg_comm_id_write(const void *id, size_t id_bytes, const char *path);
+/* Reads an id written by tg_comm_id_write into id (id_bytes = TG_COMM_ID_BYTES), waiting up to
+ * timeout_s seconds (>= 0) for the file to appear: TG_ERR_IO when it does not, or is not such a
+ * file. Needs no NCCL. */
+TG_API tg_status tg_comm_id_read(const char *path, double timeout_s, void *id, size_t id_bytes);
 
 typedef struct tg_comm_options {
   size_t struct_size;  /* tg_comm_options_init */
@@ -969,10 +972,10 @@ typedef struct tg_comm_options {
 } tg_comm_options;
 TG_API void tg_comm_options_init(tg_comm_options *opts);
 /* Joins the communicator of nranks (>= 1) ranks as rank (0 <= rank < nranks), on rt's CUDA device.
- * id: from rank 0's tg_comm_id_create (id_bytes = sizeof(tg_comm_id)); the same for every rank.
+ * id: from rank 0's tg_comm_id_create (id_bytes = TG_COMM_ID_BYTES); the same for every rank.
  * opts may be NULL (init defaults). Waits (up to opts->timeout_s) for every rank to join. The comm
  * holds a reference to rt. *out is NULL on failure. */
-TG_API tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const tg_comm_id *id, size_t id_bytes,
+TG_API tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const void *id, size_t id_bytes,
                                 const tg_comm_options *opts, tg_comm **out);
 /* Detaches from its tape, aborts collectives in flight (ncclCommAbort when a wait did not
  * finish), frees the communicator and drops its reference to the runtime. NULL is a no-op. */

@@ -51,12 +51,12 @@ tg_status tg_comm_rank(const tg_comm *c, int *rank, int *nranks) {
 
 static tg_status check_id_arg(const char *fn, const char *arg, const void *p, size_t bytes) {
   if (!p) {
-    tgi_set_last_error("%s: argument '%s' is NULL; expected a tg_comm_id", fn, arg);
+    tgi_set_last_error("%s: argument '%s' is NULL; expected TG_COMM_ID_BYTES bytes (a comm id)", fn, arg);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  if (bytes != sizeof(tg_comm_id)) {
-    tgi_set_last_error("%s: argument '%s_bytes' is %zu; expected sizeof(tg_comm_id) = %zu", fn, arg, bytes,
-                       sizeof(tg_comm_id));
+  if (bytes != TG_COMM_ID_BYTES) {
+    tgi_set_last_error("%s: argument '%s_bytes' is %zu; expected TG_COMM_ID_BYTES = %d", fn, arg, bytes,
+                       TG_COMM_ID_BYTES);
     return TG_ERR_INVALID_ARGUMENT;
   }
   return TG_OK;
@@ -70,7 +70,7 @@ static tg_status check_path(const char *fn, const char *path) {
   return TG_OK;
 }
 
-tg_status tg_comm_id_write(const tg_comm_id *id, size_t id_bytes, const char *path) {
+tg_status tg_comm_id_write(const void *id, size_t id_bytes, const char *path) {
   const char *fn = "tg_comm_id_write";
   tg_status s = check_id_arg(fn, "id", id, id_bytes);
   if (s || (s = check_path(fn, path))) return s;
@@ -78,9 +78,10 @@ tg_status tg_comm_id_write(const tg_comm_id *id, size_t id_bytes, const char *pa
   memcpy(line, ID_MAGIC, sizeof ID_MAGIC - 1);
   static const char hex[] = "0123456789abcdef";
   char *p = line + sizeof ID_MAGIC - 1;
+  const unsigned char *b = id;
   for (size_t i = 0; i < TG_COMM_ID_BYTES; i++) {
-    *p++ = hex[id->bytes[i] >> 4];
-    *p++ = hex[id->bytes[i] & 15];
+    *p++ = hex[b[i] >> 4];
+    *p++ = hex[b[i] & 15];
   }
   *p++ = '\n';
   size_t plen = strlen(path);
@@ -116,9 +117,9 @@ static double mono_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-tg_status tg_comm_id_read(const char *path, double timeout_s, tg_comm_id *out, size_t out_bytes) {
+tg_status tg_comm_id_read(const char *path, double timeout_s, void *out, size_t id_bytes) {
   const char *fn = "tg_comm_id_read";
-  tg_status s = check_id_arg(fn, "out", out, out_bytes);
+  tg_status s = check_id_arg(fn, "id", out, id_bytes);
   if (s || (s = check_path(fn, path))) return s;
   if (!(timeout_s >= 0) || !isfinite(timeout_s)) {
     tgi_set_last_error("%s: argument 'timeout_s' is %g; expected a finite number >= 0", fn, timeout_s);
@@ -139,33 +140,33 @@ tg_status tg_comm_id_read(const char *path, double timeout_s, tg_comm_id *out, s
   size_t got = fread(line, 1, sizeof line, f);
   fclose(f);
   bool ok = got == ID_FILE_BYTES && !memcmp(line, ID_MAGIC, sizeof ID_MAGIC - 1) && line[ID_FILE_BYTES - 1] == '\n';
-  tg_comm_id id;
+  unsigned char id[TG_COMM_ID_BYTES];
   for (size_t i = 0; ok && i < TG_COMM_ID_BYTES; i++) {
     int hi = hexval(line[sizeof ID_MAGIC - 1 + 2 * i]), lo = hexval(line[sizeof ID_MAGIC + 2 * i]);
     ok = hi >= 0 && lo >= 0;
-    id.bytes[i] = (unsigned char)(hi << 4 | (lo & 15));
+    id[i] = (unsigned char)(hi << 4 | (lo & 15));
   }
   if (!ok) {
     tgi_set_last_error("%s: '%s' is not a comm id file (tg_comm_id_write: %zu bytes starting \"%s\")", fn, path,
                        (size_t)ID_FILE_BYTES, ID_MAGIC);
     return TG_ERR_IO;
   }
-  *out = id;
+  memcpy(out, id, sizeof id);
   return TG_OK;
 }
 
-tg_status tg_comm_id_create(tg_comm_id *out, size_t out_bytes) {
+tg_status tg_comm_id_create(void *id, size_t id_bytes) {
   const char *fn = "tg_comm_id_create";
-  tg_status s = check_id_arg(fn, "out", out, out_bytes);
+  tg_status s = check_id_arg(fn, "id", id, id_bytes);
   if (s) return s;
   char msg[TGI_MSG_CAP];
-  if ((s = tgi_nccl_id_create(out->bytes, sizeof out->bytes, msg))) tgi_set_last_error("%s: %s", fn, msg);
+  if ((s = tgi_nccl_id_create(id, id_bytes, msg))) tgi_set_last_error("%s: %s", fn, msg);
   return s;
 }
 
 /* ------------------------------------------------------------ create / destroy */
 
-tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const tg_comm_id *id, size_t id_bytes,
+tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const void *id, size_t id_bytes,
                          const tg_comm_options *opts, tg_comm **out) {
   const char *fn = "tg_comm_create";
   if (!out) {
@@ -226,7 +227,7 @@ tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const tg_comm_id 
   c->nranks = nranks;
   c->rank = rank;
   c->opts = o;
-  if ((s = tgi_nccl_open(c, id->bytes, sizeof id->bytes))) {
+  if ((s = tgi_nccl_open(c, id, id_bytes))) {
     char msg[TGI_MSG_CAP];
     memcpy(msg, c->msg, sizeof msg);
     tg_comm_destroy(c);

@@ -10,7 +10,7 @@
 # build-gpu-run, unpacked from gpu-carry/build-gpu-run.tar.xz when missing). Logs under $OUT/logs.
 # Ends with a table and "RESULT: PASS" or "RESULT: FAIL (...)"; exit status 1 on a failure.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 R=${1:-build-gpu-run}
 if [ ! -d "$R" ] && [ -f gpu-carry/build-gpu-run.tar.xz ]; then tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1; fi
 [ -x "$R/examples/train_charlm" ] || { echo "FAIL: no $R/examples/train_charlm"; exit 1; }
