@@ -261,8 +261,8 @@ static void detach(tg_comm *c) {
 
 void tg_comm_destroy(tg_comm *c) {
   if (!c) return;
+  tgi_nccl_close(c); /* first: collectives in flight write into the attached tape's gradients */
   detach(c);
-  tgi_nccl_close(c);
   plan_free(&c->plan);
   tgi_rt_release(c->rt);
   free(c);
