@@ -291,7 +291,7 @@ struct tg_tape {
   uint64_t seed;
   uint64_t rng_calls;
   uint32_t pending_h2d, pending_d2h; /* transfers since the last recorded node */
-  tg_grad_ready_fn grad_hook; /* tg_tape_set_grad_ready_hook (NULL: none) and its user pointer */
+  tg_grad_ready_fn grad_hook;        /* tg_tape_set_grad_ready_hook (NULL: none) and its user pointer */
   void *grad_hook_user;
 };
 
