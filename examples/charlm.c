@@ -286,6 +286,8 @@ int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64
   tg_id root = m->scaler ? tg_loss_scaler_scale(t, m->scaler, l) : l;
   if (tg_tape_status(t)) return tape_fail(m, err, "forward");
   if (tg_tape_backward(t, root)) return tape_fail(m, err, "tg_tape_backward");
+  if (m->comm && tg_comm_finish_gradients(m->comm, t)) /* before unscale: found-inf agrees across ranks */
+    return fail(err, "tg_comm_finish_gradients: %s", tg_comm_error(m->comm));
   if (m->scaler) {
     int found_inf = 0;
     if (tg_loss_scaler_unscale(t, m->scaler, &found_inf)) return tape_fail(m, err, "tg_loss_scaler_unscale");

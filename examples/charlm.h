@@ -79,6 +79,8 @@ typedef struct charlm_model {
   int64_t n_params;       /* number of scalars */
   tg_loss_scaler *scaler; /* compute f16 only: the dynamic loss scaler (owned) */
   int64_t skipped;        /* f16: steps skipped because the scaled gradients were not finite */
+  tg_comm *comm;          /* data parallel (charlm_dp.h): borrowed, attached to tape; NULL: one GPU.
+                             charlm_train_step averages the gradients over the ranks after backward */
 } charlm_model;
 
 /* Checks the config (sizes > 0, heads divide d_model, ...). */

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "charlm.h"
+#include "charlm_dp.h"
 
 #ifndef CHARLM_DEFAULT_DATA
 #define CHARLM_DEFAULT_DATA "examples/data/input.txt"
@@ -53,6 +54,9 @@ enum {
   F_SAMPLE_ONLY,
   F_PROMPT,
   F_CHECKFINITE,
+  F_GPUS,
+  F_RANK,
+  F_COMMTIMEOUT,
   NFLAGS
 };
 typedef enum { T_INT, T_DBL, T_STR, T_CHOICE, T_BOOL } ftype;
@@ -109,6 +113,14 @@ static const flag FLAGS[NFLAGS] = {
     [F_CHECKFINITE] = {"check-finite", T_INT, 0, 1, 0, "0", "0",
                        "1: anomaly mode (tg_tape_set_check_finite): the first NaN / inf of a step stops the run "
                        "naming its node"},
+    [F_GPUS] = {"gpus", T_INT, 1, 64, 0, "1", "1",
+                "data parallel over N GPUs (one process each, NCCL; charlm_dp.h): --batch is per GPU, the global "
+                "batch N x --batch; rank 0 logs, evaluates, checkpoints"},
+    [F_RANK] = {"rank", T_INT, -1, 63, 0, "-1", "-1",
+                "set by the --gpus launcher for each process (device = rank); -1: launch"},
+    [F_COMMTIMEOUT] = {"comm-timeout", T_DBL, 0, 1e6, 1, "600", "600",
+                       "--gpus: seconds a rank waits for the others (rendezvous, each step's all-reduce) before it "
+                       "fails"},
 };
 
 typedef struct opts {
@@ -446,6 +458,14 @@ int main(int argc, char **argv) {
   }
   if (pr) return die(2, err);
 
+  /* data parallel: the launcher (no --rank) starts one process per GPU and waits for them */
+  const int gpus = o.raw[F_GPUS] ? (int)o.i[F_GPUS] : 1;
+  const int rank = o.raw[F_RANK] ? (int)o.i[F_RANK] : -1;
+  if (rank >= gpus) return die(2, "--rank must be below --gpus");
+  if (gpus > 1 && o.raw[F_DEVICE] && !strcmp(o.s[F_DEVICE], "host")) return die(2, "--gpus needs --device cuda");
+  if (gpus > 1 && rank < 0) return charlm_dp_launch(argc, argv, gpus, o.raw[F_OUT] ? o.s[F_OUT] : FLAGS[F_OUT].gpu_def);
+  const int dp = gpus > 1, lead = !dp || rank == 0; /* lead: logs, evaluates, checkpoints, samples */
+
   /* device, then the config that suits it */
   tg_runtime *rt = NULL;
   const char *why;
@@ -453,11 +473,11 @@ int main(int argc, char **argv) {
   if (o.raw[F_DEVICE] && !strcmp(o.s[F_DEVICE], "host")) {
     gpu = 0;
     why = "--device host";
-  } else if (tg_runtime_create_cuda(0, &rt) == TG_OK) {
+  } else if (tg_runtime_create_cuda(dp ? rank : 0, &rt) == TG_OK) {
     gpu = 1;
     why = o.raw[F_DEVICE] ? "--device cuda" : "a CUDA device is available";
-  } else if (o.raw[F_DEVICE]) {
-    snprintf(err, sizeof err, "--device cuda: no usable CUDA device: %s", tg_last_error());
+  } else if (o.raw[F_DEVICE] || dp) {
+    snprintf(err, sizeof err, "%s: no usable CUDA device: %s", dp ? "--gpus" : "--device cuda", tg_last_error());
     return die(1, err);
   } else {
     gpu = 0;
@@ -467,6 +487,7 @@ int main(int argc, char **argv) {
   apply_defaults(&o, gpu);
   const int sample_only = o.i[F_SAMPLE_ONLY] != 0;
   if (sample_only && !*o.s[F_RESUME]) return die(2, "--sample needs --resume CKPT (the checkpoint to sample from)");
+  if (sample_only && dp) return die(2, "--sample runs on one GPU; leave out --gpus");
   if (sample_only && config_from_sidecar(&o, o.s[F_RESUME], err)) return die(1, err);
   if (gpu && !strcmp(o.s[F_ATTENTION], "host") && !o.raw[F_DTYPE]) {
     o.s[F_DTYPE] = "f32"; /* host attention has no bf16 kernels */
@@ -535,6 +556,9 @@ int main(int argc, char **argv) {
          o.s[F_ATTENTION]);
   printf("data: %s: %lld chars (train %lld, val %lld)\n", o.s[F_DATA], (long long)data.n, (long long)data.n_train,
          (long long)(data.n - data.n_train));
+  if (dp)
+    printf("data parallel: %d GPUs (this is rank %d on cuda:%d), batch %lld per GPU, global batch %lld\n", gpus, rank,
+           rank, B, B * gpus);
   if (!sample_only)
     printf("train: %lld steps, batch %lld, lr %g -> %g (warmup %lld), weight decay %g, dropout %g, attn dropout %g, "
            "clip %g\n",
@@ -550,7 +574,10 @@ int main(int argc, char **argv) {
     printf("resumed from %s at step %lld\n", o.s[F_RESUME], (long long)st.step);
   }
   if (sample_only) goto sample;
-  if (mkdirs(o.s[F_OUT], err) || log_open(&L, o.s[F_OUT], resumed ? st.step : -1, err)) goto done;
+  if (rank > 0) /* its own data stream (charlm_dp.h: seed rules) */
+    charlm_rng_seed(&rng, charlm_dp_seed(resumed ? st.rng : (uint64_t)o.i[F_SEED], rank));
+  if (dp && charlm_dp_join(&m, gpus, rank, o.s[F_OUT], o.d[F_COMMTIMEOUT], err)) goto done;
+  if (mkdirs(o.s[F_OUT], err) || (lead && log_open(&L, o.s[F_OUT], resumed ? st.step : -1, err))) goto done;
   x = malloc((size_t)(B * T) * sizeof *x);
   y = malloc((size_t)(B * T) * sizeof *y);
   if (!x || !y) {
@@ -558,7 +585,8 @@ int main(int argc, char **argv) {
     goto done;
   }
 
-  charlm_train_opts to = {o.d[F_LR], o.d[F_WD], 0.9, 0.99, 1e-8, o.d[F_CLIP], (uint64_t)o.i[F_SEED]};
+  charlm_train_opts to = {
+      o.d[F_LR], o.d[F_WD], 0.9, 0.99, 1e-8, o.d[F_CLIP], charlm_dp_seed((uint64_t)o.i[F_SEED], dp ? rank : 0)};
   const double t_start = now_s();
   const double elapsed0 = st.elapsed_s;
   double t_log = t_start, eval_time = 0, last_eval = 0, eval_in_window = 0;
@@ -573,7 +601,7 @@ int main(int argc, char **argv) {
   long long best_step = -1;
   for (long long step = st.step;; step++) {
     double elapsed = elapsed0 + now_s() - t_start;
-    int do_eval = step % o.i[F_EVALINT] == 0 || step >= steps;
+    int do_eval = lead && (step % o.i[F_EVALINT] == 0 || step >= steps);
     if (do_eval && !(resumed && step == st.step)) { /* a checkpoint is written right after its eval */
       double te = now_s(), lt, lv;
       if (charlm_evaluate(&m, &data, 0, (int)o.i[F_EVALITERS], B, &rng, &lt, err) ||
@@ -620,7 +648,7 @@ int main(int argc, char **argv) {
       double per_step = (t - t_start - eval_time) / (double)trained;
       double eta =
           per_step * (double)(steps - step - 1) + last_eval * (double)((steps - step - 1) / o.i[F_EVALINT] + 1);
-      double tok_s = (double)(nsteps * B * T) / window;
+      double tok_s = (double)(nsteps * B * T * gpus) / window; /* global: every rank's tokens */
       printf("step %5lld/%lld | loss %.4f | lr %.2e | %8.0f tok/s | %7.1f ms/step | elapsed %s | ETA %s", step, steps,
              lv, lr, tok_s, 1e3 * window / (double)nsteps, hms(elapsed0 + t - t_start, tb), hms(eta, tb2));
       if (m.scaler) {
@@ -636,13 +664,15 @@ int main(int argc, char **argv) {
       log_from = step + 1;
     }
   }
-  write_svg(&L, title);
-  printf("wrote %s and %s\n", L.csv_path, L.svg_path);
+  if (lead) {
+    write_svg(&L, title);
+    printf("wrote %s and %s\n", L.csv_path, L.svg_path);
+  }
   if (best_step >= 0) printf("best val loss %.4f at step %lld (this run)\n", best_val, best_step);
   if (*o.s[F_SAVE]) printf("checkpoint: %s (+ .meta), best: %s.best (+ .meta)\n", o.s[F_SAVE], o.s[F_SAVE]);
 
 sample:;
-  int n = (int)o.i[F_SAMPLE];
+  int n = lead ? (int)o.i[F_SAMPLE] : 0;
   if (!n) {
     rc = 0;
     goto done;
@@ -692,6 +722,7 @@ done:
   free(prompt);
   free(x);
   free(y);
+  charlm_dp_leave(&m);
   charlm_model_free(&m);
   charlm_data_free(&data);
   tg_runtime_destroy(rt);

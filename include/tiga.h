@@ -455,6 +455,19 @@ TG_API tg_status tg_tape_backward_with(tg_tape *tape, tg_id y, tg_id grad_y);
 /* Sets every leaf gradient (parameters and inputs) to zero. */
 TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
 
+/* Gradient-ready hook (for data-parallel training: train/comm.c overlaps the gradient all-reduce
+ * with the rest of the backward through it; any caller may use it). During every reverse sweep
+ * (tg_tape_backward, tg_tape_backward_with) the tape calls fn(tape, TG_NO_ID, user) once before
+ * any gradient is computed, then fn(tape, param, user) exactly once for each parameter the sweep
+ * may add into, as soon as no later node of the sweep can add into it (its gradient is final; on
+ * a CUDA runtime the work that computes it is queued on tg_runtime_cuda_stream, so a reader on
+ * another stream must order itself after that stream first). Parameters whose last possible
+ * contributor was skipped by the sweep are reported when the sweep ends. A sweep that fails stops
+ * calling fn. fn must not call functions on this tape or its runtime. One hook per tape; fn NULL
+ * removes it (user is then ignored). */
+typedef void (*tg_grad_ready_fn)(tg_tape *tape, tg_id param, void *user);
+TG_API tg_status tg_tape_set_grad_ready_hook(tg_tape *tape, tg_grad_ready_fn fn, void *user);
+
 /* ---- explain */
 
 /* Renders the tape as text, one line per node:
@@ -910,6 +923,92 @@ TG_API tg_status tg_loss_scaler_unscale(tg_tape *tape, tg_loss_scaler *scaler, i
  * TG_ERR_IO for unreadable or malformed files. */
 TG_API tg_status tg_tape_save(tg_tape *tape, const char *path);
 TG_API tg_status tg_tape_load(tg_tape *tape, const char *path);
+
+/* ---------------------------------------------------------------- data parallel (NCCL)
+ * One rank per GPU, one process or one thread per rank, each with its own CUDA runtime. Built when
+ * the library was built with NCCL (CMake TIGA_NCCL); otherwise every call that needs NCCL returns
+ * TG_ERR_UNSUPPORTED with a message (arguments are still checked first). A host-only runtime is
+ * TG_ERR_NO_DEVICE.
+ * Rendezvous: rank 0 makes an id (tg_comm_id_create: TG_COMM_ID_BYTES opaque bytes, NCCL's
+ * ncclUniqueId) and hands it to the other ranks, e.g. through a file (tg_comm_id_write /
+ * tg_comm_id_read) or a pipe (the bytes as they are); every rank then calls tg_comm_create with the
+ * same id and nranks, and its own rank.
+ * Per step (data parallel):
+ *   tg_comm_attach(comm, tape);                    (once: registers the gradient-ready hook)
+ *   tg_comm_broadcast_parameters(comm, tape);      (once: every rank starts from rank 0's values)
+ *   loop: forward on this rank's batch; tg_tape_backward(tape, loss);  (buckets launch as their
+ *         gradients become final, on the comm's own stream)
+ *         tg_comm_finish_gradients(comm, tape);     (remaining buckets; the runtime's stream waits)
+ *         optimizer step (every rank the same update: the gradients are the ranks' mean)
+ * Gradients are reduced in place, in their own dtype, as the mean over the ranks (NCCL's ncclAvg),
+ * in buckets of about opts->bucket_bytes over the parameters in reverse tg_tape_parameters order
+ * (roughly the order backward finishes them); buckets are launched in that order on every rank, so
+ * every rank must use the same options and model.
+ * Errors: a rank that dies or stops answering becomes a status, not a hang: the communicator is
+ * created non-blocking and every wait polls it with a deadline of opts->timeout_s seconds; at the
+ * deadline the communicator is aborted (ncclCommAbort) and the call returns TG_ERR_DEVICE naming
+ * what it waited for. An aborted or failed communicator refuses every later call (TG_ERR_STATE);
+ * destroy it. libnccl is loaded at the first call that needs it (TIGA_NCCL_LIBRARY, else
+ * libnccl.so.2 on the loader's path); when it cannot be loaded those calls return TG_ERR_UNSUPPORTED
+ * naming it. */
+typedef struct tg_comm tg_comm;
+/* Bytes of a rendezvous id (NCCL's ncclUniqueId): plain bytes, copied as they are between
+ * processes. */
+#define TG_COMM_ID_BYTES 128
+/* A fresh id into id (id_bytes = TG_COMM_ID_BYTES). Rank 0 calls it: it opens the bootstrap socket
+ * the other ranks connect to, which lives as long as the calling process. */
+TG_API tg_status tg_comm_id_create(void *id, size_t id_bytes);
+/* Writes the id to path atomically ("<path>.tmp", then a rename), so a reader never sees half of
+ * it. Needs no NCCL. */
+TG_API tg_status tg_comm_id_write(const void *id, size_t id_bytes, const char *path);
+/* Reads an id written by tg_comm_id_write into id (id_bytes = TG_COMM_ID_BYTES), waiting up to
+ * timeout_s seconds (>= 0) for the file to appear: TG_ERR_IO when it does not, or is not such a
+ * file. Needs no NCCL. */
+TG_API tg_status tg_comm_id_read(const char *path, double timeout_s, void *id, size_t id_bytes);
+
+typedef struct tg_comm_options {
+  size_t struct_size;  /* tg_comm_options_init */
+  double timeout_s;    /* > 0, finite: deadline of every wait (init, collectives); init 600 */
+  size_t bucket_bytes; /* >= 1: gradient bytes per all-reduce bucket; init 25 MiB (26214400) */
+  int host_wait;       /* init 1: tg_comm_finish_gradients and tg_comm_broadcast_parameters return
+                          once the collectives have completed (polled with the deadline); 0: they
+                          return once the runtime's stream is ordered after them (a device-side
+                          wait; the host does not wait, so a dead peer then shows only at the next
+                          tg_comm call or as a hang of the next read) */
+} tg_comm_options;
+TG_API void tg_comm_options_init(tg_comm_options *opts);
+/* Joins the communicator of nranks (>= 1) ranks as rank (0 <= rank < nranks), on rt's CUDA device.
+ * id: from rank 0's tg_comm_id_create (id_bytes = TG_COMM_ID_BYTES); the same for every rank.
+ * opts may be NULL (init defaults). Waits (up to opts->timeout_s) for every rank to join. The comm
+ * holds a reference to rt. *out is NULL on failure. */
+TG_API tg_status tg_comm_create(tg_runtime *rt, int nranks, int rank, const void *id, size_t id_bytes,
+                                const tg_comm_options *opts, tg_comm **out);
+/* Detaches from its tape, aborts collectives in flight (ncclCommAbort when a wait did not
+ * finish), frees the communicator and drops its reference to the runtime. NULL is a no-op. */
+TG_API void tg_comm_destroy(tg_comm *comm);
+/* Message of the last failure on this comm ("" if none). Owned by the comm. */
+TG_API const char *tg_comm_error(const tg_comm *comm);
+/* This comm's rank and number of ranks (either pointer may be NULL). */
+TG_API tg_status tg_comm_rank(const tg_comm *comm, int *rank, int *nranks);
+/* Overwrites every parameter of tape (tg_tape_parameters order) with rank 0's value, in place on
+ * the device (bumps each version). Every rank must hold the same parameters (count, dtypes,
+ * shapes, order); the sizes are compared across the ranks first (TG_ERR_SHAPE otherwise).
+ * Optimizer state is not sent. */
+TG_API tg_status tg_comm_broadcast_parameters(tg_comm *comm, tg_tape *tape);
+/* Registers the comm on tape's gradient-ready hook (tg_tape_set_grad_ready_hook: replaces another
+ * hook) and plans the buckets over the tape's parameters as they are now; the comm holds a
+ * reference to the tape until tg_comm_detach or destroy. One tape per comm; tape's runtime must be
+ * the comm's. Parameters created after attach: attach again. A second backward before
+ * tg_comm_finish_gradients (gradient accumulation) is TG_ERR_STATE at finish: detach for the
+ * micro-steps that must not reduce, and attach again before the last one. */
+TG_API tg_status tg_comm_attach(tg_comm *comm, tg_tape *tape);
+TG_API tg_status tg_comm_detach(tg_comm *comm, tg_tape *tape);
+/* After the backward: launches the buckets not launched yet (all of them when the comm is not
+ * attached to tape, which is then planned as attach does), so that every parameter gradient of
+ * tape becomes the mean over the ranks; then orders tape's runtime stream after them (and waits on
+ * the host when opts->host_wait). A parameter without a gradient takes part with zeros (its
+ * gradient is then created). Every rank calls it once per step. */
+TG_API tg_status tg_comm_finish_gradients(tg_comm *comm, tg_tape *tape);
 
 /* ---------------------------------------------------------------- gradcheck */
 

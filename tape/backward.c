@@ -71,11 +71,52 @@ static bool view_pass(tg_tape *t, tgi_node *n) {
   return tgi_grad_pass(t, x, y, side);
 }
 
+/* Gradient-ready hook (tiga.h). A node "runs" for the hook exactly when the pre-pass counted it
+ * (check_versions' rule), whether the sweep then executes or skips it, so each parameter's count of
+ * possible contributors (sweep_uses) reaches zero right after its last one. */
+static bool prepass_runs(const tg_tape *t, const tgi_node *n) {
+  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    const tgi_value *ov = tgi_out(t, n, o);
+    if (ov->requires_grad && ov->sweep_mark) return true;
+  }
+  return false;
+}
+
+static void hook_begin(tg_tape *t) {
+  for (uint32_t i = 0; i < t->nvals; i++) {
+    tgi_value *v = tgi_slot(t, i);
+    v->hook_left = v->kind == TGI_PARAM && v->sweep_mark ? v->sweep_uses : 0;
+  }
+  t->grad_hook(t, TG_NO_ID, t->grad_hook_user);
+}
+
+static void hook_node_done(tg_tape *t, const tgi_node *n) {
+  if (!prepass_runs(t, n)) return;
+  for (uint32_t k = 0; k < n->n_in; k++) {
+    if (n->in[k] == UINT32_MAX) continue;
+    tgi_value *v = tgi_in(t, n, k);
+    if (v->kind != TGI_PARAM || !v->requires_grad || v->hook_left == 0) continue;
+    if (--v->hook_left == 0) t->grad_hook(t, tgi_id_of(t, v), t->grad_hook_user);
+  }
+}
+
+/* The end of a successful sweep: parameters whose last possible contributor was skipped. */
+static void hook_flush(tg_tape *t) {
+  for (uint32_t i = 0; i < t->nvals; i++) {
+    tgi_value *v = tgi_slot(t, i);
+    if (v->kind != TGI_PARAM || v->hook_left == 0) continue;
+    v->hook_left = 0;
+    t->grad_hook(t, tgi_id_of(t, v), t->grad_hook_user);
+  }
+}
+
 /* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
  * (the vector-Jacobian product G^T dL/d(inputs)). fn names the public call in messages. */
 static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
   tg_status s = check_versions(t, fn, L);
   if (s) return s;
+  const bool hook = t->grad_hook != NULL;
+  if (hook) hook_begin(t);
   if (t->check_finite && (s = tgi_finite_sweep_begin(t))) goto failed;
   /* intermediate gradients restart from zero on every sweep; leaves accumulate */
   for (uint32_t i = 0; i < t->nvals; i++) {
@@ -121,7 +162,10 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       memcpy(g, src, L->bytes);
     }
     L->has_grad = true;
-    if (L->producer < 0) return TG_OK;
+    if (L->producer < 0) {
+      if (hook) hook_flush(t);
+      return TG_OK;
+    }
   } else if (L->producer < 0) { /* the loss is a leaf: d loss / d loss = 1 */
     unsigned char one[8];
     seed_one(one, (tg_dtype)L->dtype);
@@ -133,6 +177,7 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       *(double *)g += 1.0;
     else
       memcpy(g, one, L->bytes);
+    if (hook) hook_flush(t);
     return TG_OK;
   } else {
     void *g = tgi_grad_h(t, L);
@@ -146,10 +191,14 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       tgi_value *ov = tgi_out(t, n, o);
       if (ov->requires_grad && ov->has_grad) any = true;
     }
-    if (!any) continue;
+    if (!any) {
+      if (hook) hook_node_done(t, n);
+      continue;
+    }
     t->cur_op = n->cap->op;
     if (view_pass(t, n)) {
       if (t->check_finite && !tgi_finite_backward(t, (uint32_t)i)) return t->status; /* sticky */
+      if (hook) hook_node_done(t, n);
       continue;
     }
     s = n->cap->backward(t, n);
@@ -162,7 +211,9 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       goto failed;
     }
     if (t->check_finite && !tgi_finite_backward(t, (uint32_t)i)) return t->status; /* sticky */
+    if (hook) hook_node_done(t, n);
   }
+  if (hook) hook_flush(t);
   if (t->check_finite) tgi_finite_sweep_end(t);
   return t->status; /* TG_OK, or anomaly mode's sticky TG_ERR_NONFINITE */
 failed:
@@ -239,4 +290,15 @@ tg_status tg_tape_backward_with(tg_tape *t, tg_id y, tg_id grad_y) {
                      "computed with grad disabled)",
                      fn);
   return sweep(t, fn, L, G);
+}
+
+tg_status tg_tape_set_grad_ready_hook(tg_tape *t, tg_grad_ready_fn fn, void *user) {
+  if (!t) {
+    tgi_set_last_error("tg_tape_set_grad_ready_hook: argument 'tape' is NULL; expected a tape from tg_tape_create");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  TGI_GUARD(t->rt, "tg_tape_set_grad_ready_hook", TG_ERR_STATE);
+  t->grad_hook = fn;
+  t->grad_hook_user = fn ? user : NULL;
+  return TG_OK;
 }

@@ -155,6 +155,7 @@ typedef struct tgi_value {
   uint8_t grad_lent;   /* sides (TGI_ON_*) whose grad buffer is another value's (tgi_grad_pass) */
   bool grad_zeroed;    /* parameters: grad.d holds zeros from this sweep's tgi_grad_zero_params */
   uint32_t sweep_uses; /* backward's pre-pass: nodes of the sweep that may add into this gradient */
+  uint32_t hook_left;  /* parameters, while a gradient-ready hook is set: those nodes not swept yet */
   tgi_buf data;
   tgi_buf grad;
   /* optimizer state (parameters only), same dtype and size as the value */
@@ -290,6 +291,8 @@ struct tg_tape {
   uint64_t seed;
   uint64_t rng_calls;
   uint32_t pending_h2d, pending_d2h; /* transfers since the last recorded node */
+  tg_grad_ready_fn grad_hook;        /* tg_tape_set_grad_ready_hook (NULL: none) and its user pointer */
+  void *grad_hook_user;
 };
 
 #define TGI_SLAB 1024u

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ._core import (ABSENT, NO_ID, LossScaler, inject_host_alloc_failure, DType, Init, InitKind, Memory, Provider, Reduce, Relation, RelationKind, Runtime,
                     Side, Status, Tape, Value, numpy_dtype, to_dtype)
+from ._comm import COMM_ID_BYTES, Comm, comm_id_create, comm_id_read, comm_id_write, set_grad_ready_hook
 from ._decls import CONSTANTS
 from ._ffi import API_VERSION, TigaError, last_error, lib
 from .ops import (GradcheckResult, add, attention, cast, concat, cross_entropy, dot_last, dropout, edge_attention,
