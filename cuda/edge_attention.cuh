@@ -57,8 +57,15 @@ template <typename T> __device__ __forceinline__ void addf(void *p, int64_t i, f
   *q = tgc_from_f<T>(tgc_to_f(*q) + v);
 }
 
-// The score MLP's weights in f32, heads padded to kMaxH with zeros, rows padded with zeros.
-template <int HID> struct Wts { float wp[kMaxDim][HID], we[kMaxFe][HID], b1[HID], w2[HID][kMaxH], b2[kMaxH]; };
+// The score MLP's weights in f32, heads padded to kMaxH with zeros, rows padded with zeros. 16-byte
+// aligned rows: the score phase reads 4 consecutive weights with one shared load.
+template <int HID> struct Wts {
+  alignas(16) float wp[kMaxDim][HID];
+  alignas(16) float we[kMaxFe][HID];
+  alignas(16) float b1[HID];
+  alignas(16) float w2[HID][kMaxH];
+  alignas(16) float b2[kMaxH];
+};
 template <typename T, int HID> __device__ void load_wts(Wts<HID> &w, const Args &a) {
   for (int t = threadIdx.x; t < kMaxDim * HID; t += blockDim.x) {
     const int d = t / HID, k = t % HID;
@@ -316,6 +323,31 @@ __device__ __forceinline__ int seg_of(const int64_t *rp, int n, int64_t e) {
 __device__ __forceinline__ void piece_of(int64_t rb, int64_t re, int64_t e0, int nb, int &lo, int &hi) {
   lo = (int)((rb > e0 ? rb : e0) - e0);
   hi = (int)((re < e0 + nb ? re : e0 + nb) - e0);
+}
+
+// Prefetch into L1 the lines of bytes [p, p + n) (p may be NULL), up to 4 lines: a lane asks for
+// the row it (or its warp) gathers a phase later, so the gather's latency overlaps the score phase.
+__device__ __forceinline__ void prefetch_row(const void *p, int64_t n) {
+  if (!p || n <= 0) return;
+  const char *c = static_cast<const char *>(p);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int64_t o = (int64_t)q * 128;
+    if (o >= n + 127) break;
+    asm volatile("prefetch.L1 [%0];" ::"l"(c + (o < n ? o : n - 1)));
+  }
+}
+// The same for a contiguous span of a chunk's rows, the warp's lanes in parallel (up to 256 lines).
+__device__ __forceinline__ void prefetch_span(const void *p, int64_t n, int lane) {
+  if (!p || n <= 0) return;
+  const char *c = static_cast<const char *>(p);
+  for (int64_t o = (int64_t)lane * 128; o < n + 127 && o < 256 * 128; o += 32 * 128)
+    asm volatile("prefetch.L1 [%0];" ::"l"(c + (o < n ? o : n - 1)));
+}
+
+// Row r of a [*, len] table of T at base (NULL: nothing).
+template <typename T> __device__ __forceinline__ void prefetch_of(const void *base, int64_t r, int64_t len) {
+  if (base) prefetch_row(static_cast<const T *>(base) + r * len, len * (int64_t)sizeof(T));
 }
 
 // Which kernels the launchers take: 0 the packed ones, 1 the warp-per-segment ones (kept for

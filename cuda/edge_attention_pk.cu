@@ -47,16 +47,23 @@ __global__ void __launch_bounds__(kFwdPkWarps * 32, RM == 1 ? 3 : 1) k_fwd_pk(co
   }
   const T *U = static_cast<const T *>(a.U), *Vn = static_cast<const T *>(a.V);
   __syncwarp();
+  // the chunk's rows of V and pd, gathered by the lanes of every batch
+  prefetch_span(Vn ? Vn + r0 * HID : nullptr, n * HID * (int64_t)sizeof(T), lane);
+  prefetch_span(a.pd ? a.pd + r0 * a.dim : nullptr, n * a.dim * (int64_t)sizeof(float), lane);
   const int64_t E0 = sm.rp[0], E1 = sm.rp[n];
-  int cur = 0; // the row in progress (index in the chunk)
+  int cur = 0;                                       // the row in progress (index in the chunk)
+  int32_t jn = E0 + lane < E1 ? a.ci[E0 + lane] : 0; // col_idx one batch ahead
 #pragma unroll 1
   for (int64_t e0 = E0;; e0 += 32) {
     const int nb = (int)(E1 - e0 < 32 ? E1 - e0 : 32); // 0 only for a chunk without edges
+    const int32_t jc = jn;
+    if (e0 + 32 + lane < E1) jn = a.ci[e0 + 32 + lane];
     float s[HP];
     int32_t j = 0;
     if (lane < nb) {
       const int64_t i = r0 + seg_of(sm.rp, n, e0 + lane);
-      j = a.ci[e0 + lane];
+      j = jc;
+      prefetch_row(static_cast<const T *>(a.vals) + (int64_t)j * a.HF, a.HF * (int64_t)sizeof(T));
       float dp[kMaxDim];
       edge_in<T>(a, e0 + lane, j, i, dp, sm.fe + lane);
       scores<T, HID, HP>(a, w, w.b1, U ? U + (int64_t)j * HID : nullptr, Vn ? Vn + i * HID : nullptr, dp, sm.fe + lane,
@@ -156,6 +163,11 @@ __global__ void __launch_bounds__(kFwdPkWarps * 32, RM == 1 ? 3 : 1) k_fwd_pk(co
       }
       __syncwarp();
       ++cur;
+    }
+    if (e0 + 32 + lane < E1) { // the next batch's gathers
+      prefetch_of<T>(a.U, jn, HID);
+      prefetch_of<T>(a.vals, jn, a.HF);
+      prefetch_of<float>(a.ps, jn, a.dim);
     }
     if (e0 + nb >= E1) break;
   }

@@ -40,10 +40,10 @@ __device__ __forceinline__ void row_d(const Args &a, const Cols<T, RM> &cl, int 
 // Per warp; followed in dynamic shared memory by each warp's edge-feature area (fe_floats), then
 // each warp's weight sums (P floats).
 template <int HID, int HP> struct DstPkSm {
-  int64_t rp[kRows + 1];   // row offsets of the chunk
-  float dpos[kMaxDim][32]; // ps[j] - pd[i] of the batch
-  float dd[HP][32];        // <dout, values[j]> per head, then ds
-  float a[HID][kAS];       // pre-activations of the batch: [unit][edge]
+  int64_t rp[kRows + 1];         // row offsets of the chunk
+  alignas(16) float dpos[32][4]; // ps[j] - pd[i] of the batch, [edge][d] (one 16-byte read)
+  alignas(16) float dd[32][HP];  // <dout, values[j]> per head, then ds: [edge][h]
+  float a[HID][kAS];             // pre-activations of the batch: [unit][edge]
   int32_t j[32];
 };
 
@@ -82,6 +82,11 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
     __syncwarp(); // the previous chunk's readers of sm.rp are done
     for (int q = lane; q <= n; q += 32)
       sm.rp[q] = a.rp[r0 + q];
+    // the chunk's rows of dout, out (D, the column phase) and dV (row sums) are read row by row later
+    prefetch_span(static_cast<const T *>(a.dout) + r0 * a.HF, n * a.HF * (int64_t)sizeof(T), lane);
+    prefetch_span(static_cast<const T *>(a.fout) + r0 * a.HF, n * a.HF * (int64_t)sizeof(T), lane);
+    if (a.edges && a.g.V) prefetch_span(static_cast<const T *>(a.g.V) + r0 * HID, n * HID * (int64_t)sizeof(T), lane);
+    if (a.edges && a.g.pd) prefetch_span(a.g.pd + r0 * a.dim, n * a.dim * (int64_t)sizeof(float), lane);
     __syncwarp();
     float g[RM][V], D[HP];
     row_d<T, HP, RM>(a, cl, lane, r0, g, D);
@@ -95,17 +100,27 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll
     for (int kb = 0; kb < NKB; ++kb)
       dv[kb] = 0.f;
+    // the chunk's rows of V, pd and lse, gathered by the lanes of every batch
+    prefetch_span(Vn ? Vn + r0 * HID : nullptr, n * HID * (int64_t)sizeof(T), lane);
+    prefetch_span(a.pd ? a.pd + r0 * a.dim : nullptr, n * a.dim * (int64_t)sizeof(float), lane);
+#pragma unroll 1
+    for (int h = 0; h < a.H; ++h)
+      prefetch_span(a.lse_in + h * a.nq + r0, n * (int64_t)sizeof(float), lane);
     const int64_t E0 = sm.rp[0], E1 = sm.rp[n];
-    int cur = 0; // the row in progress (index in the chunk)
+    int cur = 0;                                       // the row in progress (index in the chunk)
+    int32_t jn = E0 + lane < E1 ? a.ci[E0 + lane] : 0; // col_idx one batch ahead
 #pragma unroll 1
     for (int64_t e0 = E0;; e0 += 32) {
       const int nb = (int)(E1 - e0 < 32 ? E1 - e0 : 32); // 0 only for a chunk without edges
+      const int32_t jc = jn;
+      if (e0 + 32 + lane < E1) jn = a.ci[e0 + 32 + lane];
       // lane = edge: scores (pre-activations kept in sm.a), p, dropout weight
       float p[HP], wd[HP], dp[kMaxDim];
       int32_t j = 0;
       if (lane < nb) {
         const int64_t i = r0 + seg_of(sm.rp, n, e0 + lane);
-        j = a.ci[e0 + lane];
+        j = jc;
+        prefetch_row(static_cast<const T *>(a.vals) + (int64_t)j * a.HF, a.HF * (int64_t)sizeof(T));
         edge_in<T>(a, e0 + lane, j, i, dp, sfe + lane);
         float s[HP];
         scores<T, HID, HP, true>(a, w, w.b1, U ? U + (int64_t)j * HID : nullptr, Vn ? Vn + i * HID : nullptr, dp,
@@ -127,7 +142,8 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
       sm.j[lane] = j;
 #pragma unroll
       for (int d = 0; d < kMaxDim; ++d)
-        sm.dpos[d][lane] = dp[d];
+        sm.dpos[lane][d] = dp[d];
+      sm.dpos[lane][3] = 0.f;
 #pragma unroll 1
       for (int f = 0; f < a.Fe; ++f)
         sgfe[f * 32 + lane] = 0.f;
@@ -161,7 +177,7 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
                 if (cl.gl == 0)
 #pragma unroll
                   for (int h = 0; h < HP; ++h)
-                    sm.dd[h][t] = dt[h];
+                    sm.dd[t][h] = dt[h];
               }
             }
           }
@@ -169,9 +185,9 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
           if (lane >= lo && lane < hi)
 #pragma unroll
             for (int h = 0; h < HP; ++h) {
-              const float ds = p[h] * (wd[h] * sm.dd[h][lane] - D[h]);
+              const float ds = p[h] * (wd[h] * sm.dd[lane][h] - D[h]);
               db2[h] += ds;
-              sm.dd[h][lane] = ds;
+              sm.dd[lane][h] = ds;
             }
           __syncwarp();
           const int hh = (hi - lo + 1) >> 1; // the piece's halves: [lo, lo + hh) and [lo + hh, hi)
@@ -196,7 +212,7 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
               float dsv[HP], dz = 0.f;
 #pragma unroll
               for (int h = 0; h < HP; ++h) {
-                dsv[h] = sm.dd[h][t];
+                dsv[h] = sm.dd[t][h];
                 dz = fmaf(dsv[h], w2k[h], dz);
               }
               const float d_ = dz * leaky_d(x, a.slope);
@@ -205,7 +221,7 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
               if (a.wgrad) {
 #pragma unroll
                 for (int d = 0; d < kMaxDim; ++d)
-                  if (d < a.dim) rwp[d] = fmaf(sm.dpos[d][t], d_, rwp[d]);
+                  if (d < a.dim) rwp[d] = fmaf(sm.dpos[t][d], d_, rwp[d]);
                 const float z_ = leaky(x, a.slope);
 #pragma unroll
                 for (int h = 0; h < HP; ++h)
@@ -284,6 +300,11 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 #pragma unroll 1
         for (int f = 0; f < a.Fe; ++f)
           addf<T>(a.g.fe, (e0 + lane) * a.Fe + f, sgfe[f * 32 + lane]);
+      if (e0 + 32 + lane < E1) { // the next batch's gathers
+        prefetch_of<T>(a.U, jn, HID);
+        prefetch_of<T>(a.vals, jn, a.HF);
+        prefetch_of<float>(a.ps, jn, a.dim);
+      }
       __syncwarp();
       if (e0 + nb >= E1) break;
     }
@@ -309,10 +330,10 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
 // Per warp; followed in dynamic shared memory by each warp's edge features of the batch
 // ([f][entry], Fe * 32 floats).
 template <int HID, int HP> struct SrcPkSm {
-  int64_t rp[kRows + 1]; // transpose offsets of the chunk
-  float pw[HP][32];      // p * w
-  float dd[HP][32];      // <dout[i, h], values[j, h]>, then ds
-  float a[HID][kAS];     // pre-activations of the batch: [unit][entry]
+  int64_t rp[kRows + 1];        // transpose offsets of the chunk
+  float pw[HP][32];             // p * w
+  alignas(16) float dd[32][HP]; // <dout[i, h], values[j, h]>, then ds: [entry][h]
+  float a[HID][kAS];            // pre-activations of the batch: [unit][entry]
   int32_t i[32];
 };
 
@@ -348,24 +369,42 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
   float *const sfe = dyn + kSrcWarps * sizeof(SrcPkSm<HID, HP>) / sizeof(float) + wid * 32 * a.Fe;
   for (int q = lane; q <= n; q += 32)
     sm.rp[q] = a.tp[s0 + q];
+  // the chunk's rows of values (source state) and dvalues, dU (written when a source ends)
+  if (a.srcda) prefetch_span(static_cast<const T *>(a.vals) + s0 * a.HF, n * a.HF * (int64_t)sizeof(T), lane);
+  if (a.g.values) prefetch_span(static_cast<const T *>(a.g.values) + s0 * a.HF, n * a.HF * (int64_t)sizeof(T), lane);
+  if (a.g.U) prefetch_span(static_cast<const T *>(a.g.U) + s0 * HID, n * HID * (int64_t)sizeof(T), lane);
+  if (a.g.ps) prefetch_span(a.g.ps + s0 * a.dim, n * a.dim * (int64_t)sizeof(float), lane);
   Cols<T, RM> cl;
   cl.init(a, lane);
   const T *U = static_cast<const T *>(a.U), *Vn = static_cast<const T *>(a.V);
   float vj[RM][V], acc[RM][V], du[NKB];
   src_open<T, RM, NKB>(a, cl, s0, vj, acc, du);
   __syncwarp();
+  // the chunk's rows of U and ps, gathered by the lanes of every batch
+  prefetch_span(U ? U + s0 * HID : nullptr, n * HID * (int64_t)sizeof(T), lane);
+  prefetch_span(a.ps ? a.ps + s0 * a.dim : nullptr, n * a.dim * (int64_t)sizeof(float), lane);
   const int64_t E0 = sm.rp[0], E1 = sm.rp[n];
   int cur = 0; // the source in progress (index in the chunk)
+  // t_row / t_edge one batch ahead
+  int32_t in_ = E0 + lane < E1 ? a.tr[E0 + lane] : 0;
+  int64_t en = a.Fe > 0 && E0 + lane < E1 ? a.te[E0 + lane] : 0; // t_edge: only fe reads it
 #pragma unroll 1
   for (int64_t e0 = E0;; e0 += 32) {
     const int nb = (int)(E1 - e0 < 32 ? E1 - e0 : 32); // 0 only for a chunk without entries
+    const int32_t ic = in_;
+    const int64_t ec = en;
+    if (e0 + 32 + lane < E1) {
+      in_ = a.tr[e0 + 32 + lane];
+      if (a.Fe > 0) en = a.te[e0 + 32 + lane];
+    }
     float p[HP], wd[HP], Dv[HP];
     int32_t i = 0;
     if (lane < nb) {
       const int64_t j = s0 + seg_of(sm.rp, n, e0 + lane);
       float dp[kMaxDim];
-      i = a.tr[e0 + lane];
-      edge_in<T>(a, a.te[e0 + lane], j, i, dp, sfe + lane);
+      i = ic;
+      prefetch_row(static_cast<const T *>(a.dout) + (int64_t)i * a.HF, a.HF * (int64_t)sizeof(T));
+      edge_in<T>(a, ec, j, i, dp, sfe + lane);
       float s[HP];
       scores<T, HID, HP, true>(a, w, w.b1, U ? U + j * HID : nullptr, Vn ? Vn + (int64_t)i * HID : nullptr, dp,
                                sfe + lane, s, &sm.a[0][lane]);
@@ -421,7 +460,7 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
                 if (cl.gl == 0)
 #pragma unroll
                   for (int h = 0; h < HP; ++h)
-                    sm.dd[h][t] = dt[h];
+                    sm.dd[t][h] = dt[h];
               }
             }
           }
@@ -431,7 +470,7 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
           if (lane >= lo && lane < hi)
 #pragma unroll
             for (int h = 0; h < HP; ++h)
-              sm.dd[h][lane] = p[h] * (wd[h] * sm.dd[h][lane] - Dv[h]);
+              sm.dd[lane][h] = p[h] * (wd[h] * sm.dd[lane][h] - Dv[h]);
           __syncwarp();
           // lane = (es, kk): sum over half es of the piece of da[k] = LeakyReLU'(a) sum_h ds[h] w2[k, h]
           const int hh = (hi - lo + 1) >> 1, t0 = lo + es * hh, t1 = es ? hi : lo + hh;
@@ -447,7 +486,7 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
               float dz = 0.f;
 #pragma unroll
               for (int h = 0; h < HP; ++h)
-                dz = fmaf(sm.dd[h][t], w2k[h], dz);
+                dz = fmaf(sm.dd[t][h], w2k[h], dz);
               sd += dz * leaky_d(sm.a[k][t], a.slope);
             }
             sd += __shfl_xor_sync(0xffffffffu, sd, 16);
@@ -456,8 +495,9 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
         }
         __syncwarp();
       }
-      if (re > e0 + nb) break; // the source goes on in the next batch
-                               // source j is complete: dvalues[j], dU[j], dps[j]
+      if (re > e0 + nb)
+        break; // the source goes on in the next batch
+               // source j is complete: dvalues[j], dU[j], dps[j]
 #pragma unroll
       for (int r = 0; r < RM; ++r)
 #pragma unroll
@@ -485,6 +525,15 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
           }
       ++cur;
       if (cur < n) src_open<T, RM, NKB>(a, cl, s0 + cur, vj, acc, du);
+    }
+    if (e0 + 32 + lane < E1) { // the next batch's gathers
+      prefetch_of<T>(a.V, in_, HID);
+      prefetch_of<T>(a.dout, in_, a.HF);
+      prefetch_of<float>(a.pd, in_, a.dim);
+      if (a.srcda) prefetch_of<float>(a.D, in_, a.H);
+#pragma unroll 1
+      for (int h = 0; h < a.H; ++h)
+        prefetch_row(a.lse_in + h * a.nq + in_, (int64_t)sizeof(float));
     }
     __syncwarp();
     if (e0 + nb >= E1) break;
