@@ -37,6 +37,46 @@ __device__ __forceinline__ void row_d(const Args &a, const Cols<T, RM> &cl, int 
     if (lane == h && h < a.H) a.D[i * a.H + h] = D[h];
 }
 
+// head_dot with the group's sums left scattered: lane gl of the group ends with the sum of head
+// gl / (G / HP). Recursive halving: log2(HP) exchanges of half the heads still held, then a
+// butterfly over the remaining lanes: HP - 1 + log2(G / HP) shuffles instead of HP log2(G).
+// Needs G >= HP (G, HP powers of two).
+template <int HP, int RM, int V>
+__device__ __forceinline__ float head_dot_rs(const float (&x)[RM][V], const float (&y)[RM][V], const int (&hq)[RM][V],
+                                             int G) {
+  float d[HP];
+#pragma unroll
+  for (int h = 0; h < HP; ++h)
+    d[h] = 0.f;
+#pragma unroll
+  for (int r = 0; r < RM; ++r)
+#pragma unroll
+    for (int q = 0; q < V; ++q) {
+      const float v = x[r][q] * y[r][q];
+#pragma unroll
+      for (int h = 0; h < HP; ++h)
+        d[h] += hq[r][q] == h ? v : 0.f;
+    }
+  const unsigned m = tgg::group_mask(G);
+  const int gl = (int)(threadIdx.x & 31u) & (G - 1);
+  int o = G >> 1;
+#pragma unroll
+  for (int s = HP >> 1; s >= 1; s >>= 1) {
+    // keep heads [s, 2s) (upper lane of the pair) or [0, s) of the ones held, send the others
+    const bool up = (gl & o) != 0;
+#pragma unroll
+    for (int q = 0; q < s; ++q) {
+      const float send = up ? d[q] : d[q + s];
+      const float keep = up ? d[q + s] : d[q];
+      d[q] = keep + __shfl_xor_sync(m, send, o);
+    }
+    o >>= 1;
+  }
+  for (; o >= 1; o >>= 1)
+    d[0] += __shfl_xor_sync(m, d[0], o);
+  return d[0];
+}
+
 // Per warp; followed in dynamic shared memory by each warp's edge-feature area (fe_floats), then
 // each warp's weight sums (P floats).
 template <int HID, int HP> struct DstPkSm {
@@ -172,12 +212,18 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
             for (int u = 0; u < UF; ++u) {
               const int t = t0 + u * cl.NG;
               if (t < hi) { // uniform over the group
-                float dt[HP];
-                head_dot<HP, RM, V>(g, v[u], cl.hq, cl.G, dt);
-                if (cl.gl == 0)
+                if (HP > 1 && cl.G >= HP) {
+                  const float r = head_dot_rs<HP, RM, V>(g, v[u], cl.hq, cl.G);
+                  const int sub = cl.G / HP; // lanes per head after the halving
+                  if (cl.gl % sub == 0) sm.dd[t][cl.gl / sub] = r;
+                } else {
+                  float dt[HP];
+                  head_dot<HP, RM, V>(g, v[u], cl.hq, cl.G, dt);
+                  if (cl.gl == 0)
 #pragma unroll
-                  for (int h = 0; h < HP; ++h)
-                    sm.dd[t][h] = dt[h];
+                    for (int h = 0; h < HP; ++h)
+                      sm.dd[t][h] = dt[h];
+                }
               }
             }
           }
@@ -455,12 +501,18 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
                 for (int q = 0; q < V; ++q)
                   acc[r][q] = fmaf(sm.pw[cl.template head<HP>(r, q)][t], x[u][r][q], acc[r][q]);
               if (a.srcda) {
-                float dt[HP];
-                head_dot<HP, RM, V>(x[u], vj, cl.hq, cl.G, dt);
-                if (cl.gl == 0)
+                if (HP > 1 && cl.G >= HP) {
+                  const float r = head_dot_rs<HP, RM, V>(x[u], vj, cl.hq, cl.G);
+                  const int sub = cl.G / HP; // lanes per head after the halving
+                  if (cl.gl % sub == 0) sm.dd[t][cl.gl / sub] = r;
+                } else {
+                  float dt[HP];
+                  head_dot<HP, RM, V>(x[u], vj, cl.hq, cl.G, dt);
+                  if (cl.gl == 0)
 #pragma unroll
-                  for (int h = 0; h < HP; ++h)
-                    sm.dd[t][h] = dt[h];
+                    for (int h = 0; h < HP; ++h)
+                      sm.dd[t][h] = dt[h];
+                }
               }
             }
           }
