@@ -87,8 +87,15 @@ template <int HID, int HP> struct DstPkSm {
   int32_t j[32];
 };
 
+// k_dst_pk's resident blocks per SM the register budget is set for: at hid 64 the kept
+// pre-activations and the weight sums cap it at 4 blocks by shared memory, so it may use 128
+// registers (ptxas: fewer spills, except f32 at H 1, which spills more and keeps 80).
+template <typename T> __host__ __device__ constexpr int dst_min_blocks(int HID, int HP, int RM) {
+  return RM != 1 ? 1 : HID == 64 && (HP > 1 || sizeof(T) == 2) ? 4 : HP == 1 ? 6 : 5;
+}
+
 template <typename T, int HID, int HP, int RM>
-__global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 1) k_dst_pk(const Args a) {
+__global__ void __launch_bounds__(kDstWarps * 32, dst_min_blocks<T>(HID, HP, RM)) k_dst_pk(const Args a) {
   __shared__ Wts<HID> w;
   extern __shared__ __align__(16) float dyn[];
   constexpr int V = Cols<T, RM>::V, NKB = HID / kKB, UF = RM == 1 ? 2 : 1; // UF: edges loaded ahead
