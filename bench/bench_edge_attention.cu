@@ -12,7 +12,9 @@
 //            forward + backward, CUDA-event medians of 25 reps after warm-up. --only SUBSTR
 //            times only the configs whose name contains SUBSTR; --compare times the warp-per-row
 //            kernels ("old") and the packed ones ("new") side by side.
-// TIGA_EA_KERNEL=old in the environment makes every launch take the warp-per-row kernels.
+// TIGA_EA_KERNEL=old in the environment makes every launch take the warp-per-row kernels;
+// TIGA_EA_ROWS=n (1..16) forces the packed kernels' rows per warp chunk (default: by graph size,
+// 16 from 65536 rows on, so --check's graphs take 1..8 unless forced).
 // With $OUT set, the full log also goes to $OUT/bench_edge_attention.log.
 #include <algorithm>
 #include <cmath>
@@ -715,7 +717,8 @@ static double time_ms(const std::function<void()> &f, int reps = 25) {
 
 namespace tgea {
 extern int g_kernels; // cuda/edge_attention.cuh: 0 packed, 1 warp per row
-}
+extern int g_rows;    // packed kernels' rows per warp chunk (0: by size)
+} // namespace tgea
 static const char *g_only = nullptr;
 static bool g_compare = false;
 
@@ -885,6 +888,7 @@ int main(int argc, char **argv) {
   }
   if (selftest) return run_ref_selftest();
   if (const char *k = getenv("TIGA_EA_KERNEL")) tgea::g_kernels = !strcmp(k, "old") ? 1 : 0;
+  if (const char *k = getenv("TIGA_EA_ROWS")) tgea::g_rows = atoi(k);
   if (!check && !bench) check = true;
   if (const char *o = getenv("OUT")) {
     const std::string path = std::string(o) + "/bench_edge_attention.log";

@@ -2,11 +2,13 @@
 // size. One warp per destination row: per batch of up to 32 edges the lanes evaluate the score MLP
 // of one edge each (cuda/edge_attention.cuh), the row's online-softmax state per head is updated
 // with warp max / sum, and the column phase accumulates p w values[j] into the row's output.
+// The launcher takes the packed forward of cuda/edge_attention_pk.cu unless g_kernels == 1 (this
+// one, kept for comparison).
 #include "edge_attention.cuh"
 
 namespace tgea {
 
-int g_kernels = 0;
+int g_kernels = 0, g_rows = 0; // cuda/edge_attention.cuh
 
 constexpr int kFwdWarps = 8;
 
@@ -175,5 +177,6 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   x.out = out;
   x.lse = lse;
   set_cols(&x, {in->values, out});
+  x.rows = rows_for(g->nq);
   return g_kernels == 1 ? dispatch<Fwd>(s, x) : forward_packed(s, x);
 }

@@ -37,6 +37,8 @@ struct Args {
   int wgrad; // weight gradients wanted
   int edges; // backward destination pass walks the edges (else D only)
   int srcda; // backward source pass needs da (dU or dps wanted)
+  int rows;  // packed kernels: destination rows per chunk (rows_for(nq))
+  int srows; // packed kernels: sources per chunk (rows_for(nk))
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
   const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
@@ -296,7 +298,7 @@ __host__ __device__ constexpr int src_min_blocks(int HID, int HP, int RM) {
 }
 
 // ---------------------------------------------------------------- packed walk
-// The packed kernels (cuda/edge_attention_pk*.cu) give each warp a chunk of kRows consecutive
+// The packed kernels (cuda/edge_attention_pk*.cu) give each warp a chunk of up to kRows consecutive
 // segments and take the chunk's edges 32 at a time regardless of segment boundaries, so the score
 // phase (lane = edge) keeps every lane busy however short the segments are (average degree ~17
 // leaves half the lanes of a warp-per-segment batch idle). The lanes gather both U[j] and V[i].
@@ -353,6 +355,19 @@ template <typename T> __device__ __forceinline__ void prefetch_of(const void *ba
 // Which kernels the launchers take: 0 the packed ones, 1 the warp-per-segment ones (kept for
 // comparison; the bench sets this from TIGA_EA_KERNEL=old).
 extern int g_kernels;
+// Segments per chunk, 1..kRows (0: by size, rows_for; the bench may force it: TIGA_EA_ROWS).
+extern int g_rows;
+
+// Segments per chunk for n segments: kRows from 65536 segments on, halved below so that a launch
+// keeps at least ~4096 warps (a small graph would otherwise leave most of the GPU idle). A function
+// of the size alone, so the sums' order depends only on the sizes.
+static inline int rows_for(int64_t n) {
+  if (g_rows > 0) return g_rows < kRows ? g_rows : kRows;
+  int r = 1;
+  while (r < kRows && (int64_t)r * 2 * 4096 <= n)
+    r *= 2;
+  return r;
+}
 
 // ---------------------------------------------------------------- host side
 constexpr int kDstWarps = 4, kSrcWarps = 4;

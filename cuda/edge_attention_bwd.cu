@@ -15,6 +15,8 @@
 // Sums over a batch's nb edges for unit k are taken by lane (es, kk): half es of the batch (edges
 // [0, ceil(nb / 2)) or the rest) for unit kb * 16 + kk, the halves then added with one shuffle.
 // Every order is fixed: bit-reproducible.
+// The launcher takes the packed k_dst / k_src of cuda/edge_attention_pk_bwd.cu (same partial
+// layout, same k_wsum) unless g_kernels == 1 (these, kept for comparison).
 #include "edge_attention.cuh"
 
 namespace tgea {
@@ -530,6 +532,8 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   x.nblk = (int)dst_blocks(g->nq);
   x.P = (int)partial_floats(a);
   set_cols(&x, {in->values, out, dout, d->values});
+  x.rows = rows_for(g->nq);
+  x.srows = rows_for(g->nk);
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {

@@ -1,5 +1,5 @@
 // tg_edge_attention's packed forward (cuda/edge_attention.h; the packed walk of
-// cuda/edge_attention.cuh). A warp takes kRows consecutive destination rows; per batch of 32 of
+// cuda/edge_attention.cuh). A warp takes a.rows consecutive destination rows; per batch of 32 of
 // their edges the lanes evaluate the score MLP of one edge each, then each row's piece of the batch
 // updates that row's online-softmax state (warp max / sum over the piece's lanes) and its output
 // accumulators (column phase over the piece's edges). A row is written when its last edge is done.
@@ -24,9 +24,9 @@ __global__ void __launch_bounds__(kFwdPkWarps * 32, RM == 1 ? 3 : 1) k_fwd_pk(co
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
-  const int64_t r0 = ((int64_t)blockIdx.x * kFwdPkWarps + wid) * kRows;
+  const int64_t r0 = ((int64_t)blockIdx.x * kFwdPkWarps + wid) * a.rows;
   if (r0 >= a.nq) return; // warp-uniform, after the block's only barrier
-  const int n = (int)(a.nq - r0 < kRows ? a.nq - r0 : kRows);
+  const int n = (int)(a.nq - r0 < a.rows ? a.nq - r0 : a.rows);
   FwdPkSm<HP> &sm = sms[wid];
   for (int q = lane; q <= n; q += 32)
     sm.rp[q] = a.rp[r0 + q];
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kFwdPkWarps * 32, RM == 1 ? 3 : 1) k_fwd_pk(co
 
 struct FwdPk {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
-    const int64_t chunks = (a.nq + kRows - 1) / kRows;
+    const int64_t chunks = (a.nq + a.rows - 1) / a.rows;
     const int64_t blocks = (chunks + kFwdPkWarps - 1) / kFwdPkWarps;
     k_fwd_pk<T, HID, HP, RM><<<(unsigned)blocks, kFwdPkWarps * 32, 0, s>>>(a);
     TGC_LAUNCHED("edge_attention_forward");

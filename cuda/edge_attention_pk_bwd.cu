@@ -1,13 +1,13 @@
 // tg_edge_attention's packed backward passes (cuda/edge_attention.h; the packed walk of
 // cuda/edge_attention.cuh). Same math, sums and partial layout as k_dst / k_src of
 // cuda/edge_attention_bwd.cu, whose k_wsum reduces the partials:
-//   k_dst_pk  a warp takes chunks of kRows destination rows (chunk c, c + W, ... for the grid's W
+//   k_dst_pk  a warp takes chunks of a.rows destination rows (chunk c, c + W, ... for the grid's W
 //             warps). Per batch of 32 of the chunk's edges: scores (lane = edge, pre-activations
 //             kept in the warp's shared memory), p, w; then per row piece of the batch: the column
 //             phase <dout[i], values[j]>, ds, and the per-unit phase (da, the row sums dV, the
 //             weight sums, dfe) as in k_dst. D[i] and the row's dout chunks are loaded when the
 //             row starts; dV[i], dpd[i] are written when it ends.
-//   k_src_pk  a warp takes kRows consecutive sources of the transpose, the same scheme: dvalues[j],
+//   k_src_pk  a warp takes a.srows consecutive sources of the transpose, the same scheme: dvalues[j],
 //             dU[j], dps[j] written when source j ends.
 // Every sum runs in an order fixed by the graph and the sizes: bit-reproducible.
 #include "edge_attention.cuh"
@@ -121,11 +121,11 @@ __global__ void __launch_bounds__(kDstWarps * 32, dst_min_blocks<T>(HID, HP, RM)
 #pragma unroll
   for (int h = 0; h < HP; ++h)
     db2[h] = 0.f;
-  const int64_t nch = (a.nq + kRows - 1) / kRows, nw = (int64_t)gridDim.x * kDstWarps;
+  const int64_t nch = (a.nq + a.rows - 1) / a.rows, nw = (int64_t)gridDim.x * kDstWarps;
 #pragma unroll 1
   for (int64_t ch = (int64_t)blockIdx.x * kDstWarps + wid; ch < nch; ch += nw) {
-    const int64_t r0 = ch * kRows;
-    const int n = (int)(a.nq - r0 < kRows ? a.nq - r0 : kRows);
+    const int64_t r0 = ch * a.rows;
+    const int n = (int)(a.nq - r0 < a.rows ? a.nq - r0 : a.rows);
     __syncwarp(); // the previous chunk's readers of sm.rp are done
     for (int q = lane; q <= n; q += 32)
       sm.rp[q] = a.rp[r0 + q];
@@ -415,9 +415,9 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
-  const int64_t s0 = ((int64_t)blockIdx.x * kSrcWarps + wid) * kRows;
+  const int64_t s0 = ((int64_t)blockIdx.x * kSrcWarps + wid) * a.srows;
   if (s0 >= a.nk) return; // warp-uniform, after the block's only barrier
-  const int n = (int)(a.nk - s0 < kRows ? a.nk - s0 : kRows);
+  const int n = (int)(a.nk - s0 < a.srows ? a.nk - s0 : a.srows);
   SrcPkSm<HID, HP> &sm = reinterpret_cast<SrcPkSm<HID, HP> *>(dyn)[wid];
   float *const sfe = dyn + kSrcWarps * sizeof(SrcPkSm<HID, HP>) / sizeof(float) + wid * 32 * a.Fe;
   for (int q = lane; q <= n; q += 32)
@@ -612,7 +612,7 @@ struct DstPk {
 };
 struct SrcPk {
   template <typename T, int HID, int HP, int RM> static tg_status run(cudaStream_t s, const Args &a) {
-    const int64_t chunks = (a.nk + kRows - 1) / kRows;
+    const int64_t chunks = (a.nk + a.srows - 1) / a.srows;
     const int64_t blocks = (chunks + kSrcWarps - 1) / kSrcWarps;
     const size_t smem = kSrcWarps * (sizeof(SrcPkSm<HID, HP>) + 32 * sizeof(float) * (size_t)a.Fe);
     if (smem + sizeof(Wts<HID>) > 48 * 1024) // opt-in above the default (large Fe, H, hid)
