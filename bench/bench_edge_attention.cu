@@ -9,7 +9,12 @@
 //            "edge_attention check: N/M passed"; exit 1 on any failure.
 //   --bench  radius graphs of 100k and 400k points (uniform in the unit cube, neighbours within r
 //            by a cell list, points sorted by cell unless --shuffled): forward, backward,
-//            forward + backward, CUDA-event medians of 25 reps after warm-up.
+//            forward + backward, CUDA-event medians of 25 reps after warm-up. --only SUBSTR
+//            times only the configs whose name contains SUBSTR; --compare times the warp-per-row
+//            kernels ("old") and the packed ones ("new") side by side.
+// TIGA_EA_KERNEL=old in the environment makes every launch take the warp-per-row kernels;
+// TIGA_EA_ROWS=n (1..16) forces the packed kernels' rows per warp chunk (default: by graph size,
+// 16 from 65536 rows on, so --check's graphs take 1..8 unless forced).
 // With $OUT set, the full log also goes to $OUT/bench_edge_attention.log.
 #include <algorithm>
 #include <cmath>
@@ -710,6 +715,13 @@ static double time_ms(const std::function<void()> &f, int reps = 25) {
   return ms[ms.size() / 2];
 }
 
+namespace tgea {
+extern int g_kernels; // cuda/edge_attention.cuh: 0 packed, 1 warp per row
+extern int g_rows;    // packed kernels' rows per warp chunk (0: by size)
+} // namespace tgea
+static const char *g_only = nullptr;
+static bool g_compare = false;
+
 struct BRow {
   std::string cfg;
   double fwd, bwd, both, gflop_both, gb_fwd, gb_bwd;
@@ -735,25 +747,32 @@ static void bench_cfg(const HG &g, const DG &dg, tg_dtype dt, int64_t hid, int64
       U->p, V->p, (const float *)ps->p, (const float *)pd->p, nullptr, vals->p, wp->p, nullptr, b1->p, w2->p, b2->p};
   const tgc_edge_grads gr{gU->p,  gV->p,   (float *)gps->p, (float *)gpd->p, nullptr, gvals->p,
                           gwp->p, nullptr, gb1->p,          gw2->p,          gb2->p};
+  const std::string cfg =
+      fmt("%s hid=%lld f_in=%lld H=%lld %s", g.name.c_str(), (long long)hid, (long long)fin, (long long)H, dname(dt));
+  if (g_only && !strstr(cfg.c_str(), g_only)) return;
   auto fwd = [&] { TG(cuda_edge_attention_forward(0, &dg.csr, &a, &in, out->p, (float *)lse->p)); };
   auto bwd = [&] {
     TG(cuda_edge_attention_backward(0, &dg.csr, &a, &in, out->p, dout->p, (const float *)lse->p, &gr, ws->p,
                                     ws->bytes));
   };
-  const double tf = time_ms(fwd), tb = time_ms(bwd), tt = time_ms([&] {
-                                                       fwd();
-                                                       bwd();
-                                                     });
-  const double din = 2.0 * fin + dim + Fe;
-  const double flop_f = 2.0 * E * (din * hid + hid * H) + 2.0 * E * H * F;
-  const double node_in = N * (2.0 * hid + H * F) * es + N * 2.0 * dim * 4;
-  const double bytes_f = node_in + (N + 1) * 8.0 + E * 4.0 + N * H * F * es + N * H * 4.0;
-  const double bytes_b = node_in + (N + 1) * 16.0 + E * 16.0 + 2 * N * H * F * es + N * H * 4.0 +
-                         2 * (N * (2.0 * hid + H * F) * es + N * 2.0 * dim * 4);
-  const std::string cfg =
-      fmt("%s hid=%lld f_in=%lld H=%lld %s", g.name.c_str(), (long long)hid, (long long)fin, (long long)H, dname(dt));
-  g_rows.push_back({cfg, tf, tb, tt, 3 * flop_f / tt / 1e6, bytes_f / tf / 1e6, bytes_b / tb / 1e6});
-  say("RESULT %s fwd_ms=%.3f bwd_ms=%.3f fwdbwd_ms=%.3f\n", cfg.c_str(), tf, tb, tt);
+  const int k_saved = tgea::g_kernels;
+  for (int ver = g_compare ? 1 : k_saved; ver >= (g_compare ? 0 : k_saved); --ver) {
+    tgea::g_kernels = ver;
+    const std::string name = g_compare ? cfg + (ver ? " old" : " new") : cfg;
+    const double tf = time_ms(fwd), tb = time_ms(bwd), tt = time_ms([&] {
+                                                         fwd();
+                                                         bwd();
+                                                       });
+    const double din = 2.0 * fin + dim + Fe;
+    const double flop_f = 2.0 * E * (din * hid + hid * H) + 2.0 * E * H * F;
+    const double node_in = N * (2.0 * hid + H * F) * es + N * 2.0 * dim * 4;
+    const double bytes_f = node_in + (N + 1) * 8.0 + E * 4.0 + N * H * F * es + N * H * 4.0;
+    const double bytes_b = node_in + (N + 1) * 16.0 + E * 16.0 + 2 * N * H * F * es + N * H * 4.0 +
+                           2 * (N * (2.0 * hid + H * F) * es + N * 2.0 * dim * 4);
+    g_rows.push_back({name, tf, tb, tt, 3 * flop_f / tt / 1e6, bytes_f / tf / 1e6, bytes_b / tb / 1e6});
+    say("RESULT %s fwd_ms=%.3f bwd_ms=%.3f fwdbwd_ms=%.3f\n", name.c_str(), tf, tb, tt);
+  }
+  tgea::g_kernels = k_saved;
 }
 
 static void run_bench(bool shuffled) {
@@ -775,10 +794,10 @@ static void run_bench(bool shuffled) {
         for (tg_dtype dt : {TG_F32, TG_BF16})
           bench_cfg(g, dg, dt, hf.first, hf.second, H);
   }
-  say("\n%-36s %8s %8s %9s %9s %9s %9s\n", "config (dim 3, Fe 0, keep 1)", "fwd ms", "bwd ms", "f+b ms", "GFLOP/s",
+  say("\n%-40s %8s %8s %9s %9s %9s %9s\n", "config (dim 3, Fe 0, keep 1)", "fwd ms", "bwd ms", "f+b ms", "GFLOP/s",
       "fwd GB/s", "bwd GB/s");
   for (const BRow &r : g_rows)
-    say("%-36s %8.3f %8.3f %9.3f %9.0f %9.0f %9.0f\n", r.cfg.c_str(), r.fwd, r.bwd, r.both, r.gflop_both, r.gb_fwd,
+    say("%-40s %8.3f %8.3f %9.3f %9.0f %9.0f %9.0f\n", r.cfg.c_str(), r.fwd, r.bwd, r.both, r.gflop_both, r.gb_fwd,
         r.gb_bwd);
   say("targets f+b: hid 16: 0.25 ms (100k), 0.6 ms (400k); hid 64: 1.2 ms (100k), 5 ms (400k)\n");
 }
@@ -857,12 +876,19 @@ int main(int argc, char **argv) {
       shuffled = true;
     else if (!strcmp(argv[i], "--ref-selftest"))
       selftest = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      g_only = argv[++i];
+    else if (!strcmp(argv[i], "--compare"))
+      g_compare = true;
     else {
-      fprintf(stderr, "usage: %s [--check] [--bench [--shuffled]] [--ref-selftest]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--check] [--bench [--shuffled] [--only SUBSTR] [--compare]] [--ref-selftest]\n",
+              argv[0]);
       return 2;
     }
   }
   if (selftest) return run_ref_selftest();
+  if (const char *k = getenv("TIGA_EA_KERNEL")) tgea::g_kernels = !strcmp(k, "old") ? 1 : 0;
+  if (const char *k = getenv("TIGA_EA_ROWS")) tgea::g_rows = atoi(k);
   if (!check && !bench) check = true;
   if (const char *o = getenv("OUT")) {
     const std::string path = std::string(o) + "/bench_edge_attention.log";

@@ -2,9 +2,13 @@
 // size. One warp per destination row: per batch of up to 32 edges the lanes evaluate the score MLP
 // of one edge each (cuda/edge_attention.cuh), the row's online-softmax state per head is updated
 // with warp max / sum, and the column phase accumulates p w values[j] into the row's output.
+// The launcher takes the packed forward of cuda/edge_attention_pk.cu unless g_kernels == 1 (this
+// one, kept for comparison).
 #include "edge_attention.cuh"
 
 namespace tgea {
+
+int g_kernels = 0, g_rows = 0; // cuda/edge_attention.cuh
 
 constexpr int kFwdWarps = 8;
 
@@ -55,7 +59,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, RM == 1 ? 3 : 1) k_fwd(const A
       j = a.ci[e0 + lane];
       float dp[kMaxDim];
       edge_in<T>(a, e0 + lane, j, i, dp, sm.fe + lane);
-      scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sm.fe + lane, s);
+      scores<T, HID, HP>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, nullptr, dp, sm.fe + lane, s);
     } else {
 #pragma unroll
       for (int h = 0; h < HP; ++h)
@@ -173,5 +177,6 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   x.out = out;
   x.lse = lse;
   set_cols(&x, {in->values, out});
-  return dispatch<Fwd>(s, x);
+  x.rows = rows_for(g->nq);
+  return g_kernels == 1 ? dispatch<Fwd>(s, x) : forward_packed(s, x);
 }

@@ -37,6 +37,8 @@ struct Args {
   int wgrad; // weight gradients wanted
   int edges; // backward destination pass walks the edges (else D only)
   int srcda; // backward source pass needs da (dU or dps wanted)
+  int rows;  // packed kernels: destination rows per chunk (rows_for(nq))
+  int srows; // packed kernels: sources per chunk (rows_for(nk))
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
   const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
@@ -57,8 +59,15 @@ template <typename T> __device__ __forceinline__ void addf(void *p, int64_t i, f
   *q = tgc_from_f<T>(tgc_to_f(*q) + v);
 }
 
-// The score MLP's weights in f32, heads padded to kMaxH with zeros, rows padded with zeros.
-template <int HID> struct Wts { float wp[kMaxDim][HID], we[kMaxFe][HID], b1[HID], w2[HID][kMaxH], b2[kMaxH]; };
+// The score MLP's weights in f32, heads padded to kMaxH with zeros, rows padded with zeros. 16-byte
+// aligned rows: the score phase reads 4 consecutive weights with one shared load.
+template <int HID> struct Wts {
+  alignas(16) float wp[kMaxDim][HID];
+  alignas(16) float we[kMaxFe][HID];
+  alignas(16) float b1[HID];
+  alignas(16) float w2[HID][kMaxH];
+  alignas(16) float b2[kMaxH];
+};
 template <typename T, int HID> __device__ void load_wts(Wts<HID> &w, const Args &a) {
   for (int t = threadIdx.x; t < kMaxDim * HID; t += blockDim.x) {
     const int d = t / HID, k = t % HID;
@@ -106,12 +115,20 @@ template <typename T> __device__ __forceinline__ void ld8(const T *p, int vec, f
 }
 
 // Pre-activations a[8] of units k0 .. k0 + 7 for one edge: c the segment's constant vector (shared
-// memory), gr the gathered row (NULL: zero), dp the edge's position difference, fes its edge
-// features in shared memory at fes[f * 32] (column of the lane).
+// memory), gr and gv gathered rows (NULL: zero; the packed kernels gather both U[j] and V[i] and
+// pass c = b1), dp the edge's position difference, fes its edge features in shared memory at
+// fes[f * 32] (column of the lane).
 template <typename T, int HID>
-__device__ __forceinline__ void pre8(const Args &a, const Wts<HID> &w, const float *c, const T *gr, int k0,
+__device__ __forceinline__ void pre8(const Args &a, const Wts<HID> &w, const float *c, const T *gr, const T *gv, int k0,
                                      const float (&dp)[kMaxDim], const float *fes, float (&x)[8]) {
   ld8<T>(gr ? gr + k0 : nullptr, a.gvec, x);
+  if (gv) {
+    float y[8];
+    ld8<T>(gv + k0, a.gvec, y);
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      x[q] += y[q];
+  }
 #pragma unroll
   for (int q = 0; q < 8; ++q)
     x[q] += c[k0 + q];
@@ -136,7 +153,7 @@ constexpr int kAS = 33;
 // The HP head scores of one edge (heads >= H come out as 0: zero weights). KEEP: also stores the
 // pre-activations a[k] at keep[k * kAS] (the backward reuses them instead of recomputing).
 template <typename T, int HID, int HP, bool KEEP = false>
-__device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const float *c, const T *gr,
+__device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const float *c, const T *gr, const T *gv,
                                        const float (&dp)[kMaxDim], const float *fes, float (&s)[HP],
                                        float *keep = nullptr) {
 #pragma unroll
@@ -145,7 +162,7 @@ __device__ __forceinline__ void scores(const Args &a, const Wts<HID> &w, const f
 #pragma unroll
   for (int k0 = 0; k0 < HID; k0 += 8) {
     float x[8];
-    pre8<T, HID>(a, w, c, gr, k0, dp, fes, x);
+    pre8<T, HID>(a, w, c, gr, gv, k0, dp, fes, x);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       if constexpr (KEEP) keep[(k0 + q) * kAS] = x[q];
@@ -265,6 +282,93 @@ __device__ __forceinline__ void head_dot(const float (&x)[RM][V], const float (&
     d[h] = tgg::group_sum(d[h], G);
 }
 
+// ---------------------------------------------------------------- backward sizes
+constexpr int kKB = 16; // hidden units per block of the per-unit phase
+
+// Floats per warp of the backward's edge-feature area: the batch's edge features and their dfe
+// ([f][edge], Fe * 32 each), then da of one block of units ([unit][edge], kKB * kAS).
+__host__ __device__ constexpr int fe_floats(int Fe) { return Fe > 0 ? 64 * Fe + kKB * kAS : 0; }
+
+// k_src's resident blocks per SM the register budget is set for: the kept pre-activations (HID * 33
+// floats per warp) cap hid 64 at 4 blocks (H > 1) and hid 128 at 2 by shared memory, so those may
+// use more registers (no spills at H > 1) at no loss of occupancy. (k_dst spills more when given
+// more: it keeps the 96 / 80 budget.)
+__host__ __device__ constexpr int src_min_blocks(int HID, int HP, int RM) {
+  return RM != 1 ? 1 : HID >= 128 ? 2 : HID >= 64 && HP > 1 ? 4 : HP == 1 ? 6 : 5;
+}
+
+// ---------------------------------------------------------------- packed walk
+// The packed kernels (cuda/edge_attention_pk*.cu) give each warp a chunk of up to kRows consecutive
+// segments and take the chunk's edges 32 at a time regardless of segment boundaries, so the score
+// phase (lane = edge) keeps every lane busy however short the segments are (average degree ~17
+// leaves half the lanes of a warp-per-segment batch idle). The lanes gather both U[j] and V[i].
+// Then the batch's pieces of segments are processed in order with the per-segment phases of the
+// warp-per-segment kernels, the state of the segment in progress in registers.
+constexpr int kRows = 16;
+
+// Segment q of a chunk's offsets rp[0..n] holding edge e: rp[q] <= e < rp[q + 1] (needs
+// rp[0] <= e < rp[n]; empty segments never hold an edge).
+__device__ __forceinline__ int seg_of(const int64_t *rp, int n, int64_t e) {
+  int lo = 0, hi = n; // rp[lo] <= e < rp[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) >> 1;
+    if (rp[mid] <= e)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+// The piece [lo, hi) of batch [e0, e0 + nb) that belongs to the segment [rb, re) (warp uniform);
+// the segment goes on in the next batch when re > e0 + nb.
+__device__ __forceinline__ void piece_of(int64_t rb, int64_t re, int64_t e0, int nb, int &lo, int &hi) {
+  lo = (int)((rb > e0 ? rb : e0) - e0);
+  hi = (int)((re < e0 + nb ? re : e0 + nb) - e0);
+}
+
+// Prefetch into L1 the lines of bytes [p, p + n) (p may be NULL), up to 4 lines: a lane asks for
+// the row it (or its warp) gathers a phase later, so the gather's latency overlaps the score phase.
+__device__ __forceinline__ void prefetch_row(const void *p, int64_t n) {
+  if (!p || n <= 0) return;
+  const char *c = static_cast<const char *>(p);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int64_t o = (int64_t)q * 128;
+    if (o >= n + 127) break;
+    asm volatile("prefetch.L1 [%0];" ::"l"(c + (o < n ? o : n - 1)));
+  }
+}
+// The same for a contiguous span of a chunk's rows, the warp's lanes in parallel (up to 256 lines).
+__device__ __forceinline__ void prefetch_span(const void *p, int64_t n, int lane) {
+  if (!p || n <= 0) return;
+  const char *c = static_cast<const char *>(p);
+  for (int64_t o = (int64_t)lane * 128; o < n + 127 && o < 256 * 128; o += 32 * 128)
+    asm volatile("prefetch.L1 [%0];" ::"l"(c + (o < n ? o : n - 1)));
+}
+
+// Row r of a [*, len] table of T at base (NULL: nothing).
+template <typename T> __device__ __forceinline__ void prefetch_of(const void *base, int64_t r, int64_t len) {
+  if (base) prefetch_row(static_cast<const T *>(base) + r * len, len * (int64_t)sizeof(T));
+}
+
+// Which kernels the launchers take: 0 the packed ones, 1 the warp-per-segment ones (kept for
+// comparison; the bench sets this from TIGA_EA_KERNEL=old).
+extern int g_kernels;
+// Segments per chunk, 1..kRows (0: by size, rows_for; the bench may force it: TIGA_EA_ROWS).
+extern int g_rows;
+
+// Segments per chunk for n segments: kRows from 65536 segments on, halved below so that a launch
+// keeps at least ~4096 warps (a small graph would otherwise leave most of the GPU idle). A function
+// of the size alone, so the sums' order depends only on the sizes.
+static inline int rows_for(int64_t n) {
+  if (g_rows > 0) return g_rows < kRows ? g_rows : kRows;
+  int r = 1;
+  while (r < kRows && (int64_t)r * 2 * 4096 <= n)
+    r *= 2;
+  return r;
+}
+
 // ---------------------------------------------------------------- host side
 constexpr int kDstWarps = 4, kSrcWarps = 4;
 constexpr int64_t kMaxDstBlocks = 2048; // fixed: the weight partials' order does not depend on the device
@@ -358,5 +462,10 @@ template <class K, typename T> static tg_status disp_hid(cudaStream_t s, const A
 template <class K> static tg_status dispatch(cudaStream_t s, const Args &a) {
   return a.dt == TG_F32 ? disp_hid<K, float>(s, a) : disp_hid<K, __nv_bfloat16>(s, a);
 }
+
+// Packed launches (cuda/edge_attention_pk.cu, cuda/edge_attention_pk_bwd.cu).
+tg_status forward_packed(cudaStream_t s, const Args &a);
+tg_status dst_packed(cudaStream_t s, const Args &a);
+tg_status src_packed(cudaStream_t s, const Args &a);
 
 } // namespace tgea

@@ -15,23 +15,11 @@
 // Sums over a batch's nb edges for unit k are taken by lane (es, kk): half es of the batch (edges
 // [0, ceil(nb / 2)) or the rest) for unit kb * 16 + kk, the halves then added with one shuffle.
 // Every order is fixed: bit-reproducible.
+// The launcher takes the packed k_dst / k_src of cuda/edge_attention_pk_bwd.cu (same partial
+// layout, same k_wsum) unless g_kernels == 1 (these, kept for comparison).
 #include "edge_attention.cuh"
 
 namespace tgea {
-
-constexpr int kKB = 16; // hidden units per block of the per-unit phase
-
-// Floats per warp of the backward's edge-feature area: the batch's edge features and their dfe
-// ([f][edge], Fe * 32 each), then da of one block of units ([unit][edge], kKB * kAS).
-__host__ __device__ constexpr int fe_floats(int Fe) { return Fe > 0 ? 64 * Fe + kKB * kAS : 0; }
-
-// k_src's resident blocks per SM the register budget is set for: the kept pre-activations (HID * 33
-// floats per warp) cap hid 64 at 4 blocks (H > 1) and hid 128 at 2 by shared memory, so those may
-// use more registers (no spills at H > 1) at no loss of occupancy. (k_dst spills more when given
-// more: it keeps the 96 / 80 budget.)
-__host__ __device__ constexpr int src_min_blocks(int HID, int HP, int RM) {
-  return RM != 1 ? 1 : HID >= 128 ? 2 : HID >= 64 && HP > 1 ? 4 : HP == 1 ? 6 : 5;
-}
 
 // Per warp; followed in dynamic shared memory by each warp's edge-feature area (fe_floats), then
 // each warp's weight sums (P floats).
@@ -111,7 +99,8 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
         j = a.ci[e0 + lane];
         edge_in<T>(a, e0 + lane, j, i, dp, sfe + lane);
         float s[HP];
-        scores<T, HID, HP, true>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, dp, sfe + lane, s, &sm.a[0][lane]);
+        scores<T, HID, HP, true>(a, w, sm.c, U ? U + (int64_t)j * HID : nullptr, nullptr, dp, sfe + lane, s,
+                                 &sm.a[0][lane]);
 #pragma unroll
         for (int h = 0; h < HP; ++h) {
           p[h] = tgg::exp_from(s[h], lse[h]);
@@ -341,7 +330,8 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
       i = a.tr[e0 + lane];
       edge_in<T>(a, a.te[e0 + lane], j, i, dp, sfe + lane);
       float s[HP];
-      scores<T, HID, HP, true>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, dp, sfe + lane, s, &sm.a[0][lane]);
+      scores<T, HID, HP, true>(a, w, sm.c, Vn ? Vn + (int64_t)i * HID : nullptr, nullptr, dp, sfe + lane, s,
+                               &sm.a[0][lane]);
 #pragma unroll
       for (int h = 0; h < HP; ++h) {
         const bool on = h < a.H;
@@ -542,6 +532,8 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   x.nblk = (int)dst_blocks(g->nq);
   x.P = (int)partial_floats(a);
   set_cols(&x, {in->values, out, dout, d->values});
+  x.rows = rows_for(g->nq);
+  x.srows = rows_for(g->nk);
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
@@ -551,11 +543,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     }
     x.D = static_cast<float *>(workspace);
     x.part = x.D + ws_d_floats(g, a);
-    st = dispatch<Dst>(s, x);
+    st = g_kernels == 1 ? dispatch<Dst>(s, x) : dst_packed(s, x);
     if (st != TG_OK) return st;
   }
   if (src) {
-    st = dispatch<Src>(s, x);
+    st = g_kernels == 1 ? dispatch<Src>(s, x) : src_packed(s, x);
     if (st != TG_OK) return st;
   }
   if (wgrad) {
