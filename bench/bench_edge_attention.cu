@@ -12,7 +12,8 @@
 //            forward + backward, CUDA-event medians of 25 reps after warm-up. --only SUBSTR
 //            times only the configs whose name contains SUBSTR; --compare times the warp-per-row
 //            kernels ("old") and the packed ones ("new") side by side.
-// TIGA_EA_KERNEL=old in the environment makes every launch take the warp-per-row kernels;
+// TIGA_EA_KERNEL=old / new in the environment makes every launch take the warp-per-row / the packed
+// kernels (default: the library's rule, packed_for in cuda/edge_attention.cuh);
 // TIGA_EA_ROWS=n (1..16) forces the packed kernels' rows per warp chunk (default: by graph size,
 // 16 from 65536 rows on, so --check's graphs take 1..8 unless forced).
 // With $OUT set, the full log also goes to $OUT/bench_edge_attention.log.
@@ -716,7 +717,7 @@ static double time_ms(const std::function<void()> &f, int reps = 25) {
 }
 
 namespace tgea {
-extern int g_kernels; // cuda/edge_attention.cuh: 0 packed, 1 warp per row
+extern int g_kernels; // cuda/edge_attention.cuh: 0 by hidden width, 1 warp per row, 2 packed
 extern int g_rows;    // packed kernels' rows per warp chunk (0: by size)
 } // namespace tgea
 static const char *g_only = nullptr;
@@ -756,9 +757,9 @@ static void bench_cfg(const HG &g, const DG &dg, tg_dtype dt, int64_t hid, int64
                                     ws->bytes));
   };
   const int k_saved = tgea::g_kernels;
-  for (int ver = g_compare ? 1 : k_saved; ver >= (g_compare ? 0 : k_saved); --ver) {
+  for (int ver = g_compare ? 1 : k_saved; ver <= (g_compare ? 2 : k_saved); ++ver) {
     tgea::g_kernels = ver;
-    const std::string name = g_compare ? cfg + (ver ? " old" : " new") : cfg;
+    const std::string name = g_compare ? cfg + (ver == 1 ? " old" : " new") : cfg;
     const double tf = time_ms(fwd), tb = time_ms(bwd), tt = time_ms([&] {
                                                          fwd();
                                                          bwd();
@@ -887,7 +888,7 @@ int main(int argc, char **argv) {
     }
   }
   if (selftest) return run_ref_selftest();
-  if (const char *k = getenv("TIGA_EA_KERNEL")) tgea::g_kernels = !strcmp(k, "old") ? 1 : 0;
+  if (const char *k = getenv("TIGA_EA_KERNEL")) tgea::g_kernels = !strcmp(k, "old") ? 1 : !strcmp(k, "new") ? 2 : 0;
   if (const char *k = getenv("TIGA_EA_ROWS")) tgea::g_rows = atoi(k);
   if (!check && !bench) check = true;
   if (const char *o = getenv("OUT")) {

@@ -2,8 +2,8 @@
 // size. One warp per destination row: per batch of up to 32 edges the lanes evaluate the score MLP
 // of one edge each (cuda/edge_attention.cuh), the row's online-softmax state per head is updated
 // with warp max / sum, and the column phase accumulates p w values[j] into the row's output.
-// The launcher takes the packed forward of cuda/edge_attention_pk.cu unless g_kernels == 1 (this
-// one, kept for comparison).
+// The launcher takes the packed forward of cuda/edge_attention_pk.cu where packed_for says so
+// (cuda/edge_attention.cuh), else this one.
 #include "edge_attention.cuh"
 
 namespace tgea {
@@ -178,5 +178,5 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   x.lse = lse;
   set_cols(&x, {in->values, out});
   x.rows = rows_for(g->nq);
-  return g_kernels == 1 ? dispatch<Fwd>(s, x) : forward_packed(s, x);
+  return packed_for(x.hid) ? forward_packed(s, x) : dispatch<Fwd>(s, x);
 }

@@ -352,9 +352,15 @@ template <typename T> __device__ __forceinline__ void prefetch_of(const void *ba
   if (base) prefetch_row(static_cast<const T *>(base) + r * len, len * (int64_t)sizeof(T));
 }
 
-// Which kernels the launchers take: 0 the packed ones, 1 the warp-per-segment ones (kept for
-// comparison; the bench sets this from TIGA_EA_KERNEL=old).
+// Which kernels the launchers take: 0 by hidden width (packed_for), 1 the warp-per-segment ones,
+// 2 the packed ones (the bench sets 1 / 2 from TIGA_EA_KERNEL=old / new and for --compare).
 extern int g_kernels;
+// The default (g_kernels 0): the packed kernels at hid 16, where they were faster forward and
+// backward on both bench graphs (run_s7c.sh: f+b 0.659 -> 0.575 ms at 100k, 2.689 -> 2.156 ms at
+// 400k, H 1); the warp-per-segment ones from hid 32 on (at hid 64 the packed backward was 9-21 %
+// slower; hid 32 and 128 were not timed). Forward and backward always take the same family. A
+// function of the sizes only, so the sums' order is too.
+static inline bool packed_for(int64_t hid) { return g_kernels == 2 || (g_kernels == 0 && hid <= 16); }
 // Segments per chunk, 1..kRows (0: by size, rows_for; the bench may force it: TIGA_EA_ROWS).
 extern int g_rows;
 
@@ -461,6 +467,22 @@ template <class K, typename T> static tg_status disp_hid(cudaStream_t s, const A
 }
 template <class K> static tg_status dispatch(cudaStream_t s, const Args &a) {
   return a.dt == TG_F32 ? disp_hid<K, float>(s, a) : disp_hid<K, __nv_bfloat16>(s, a);
+}
+
+// The packed kernels' dispatch: every hidden width where something can select them at every width
+// (the bench, built with TIGA_EA_PACKED_ALL for --compare and TIGA_EA_KERNEL=new); in the library
+// the rule (packed_for) takes them at hid 16 alone, so only those are built (the others would add
+// ~17 MB of device code nothing runs).
+template <class K> static tg_status dispatch_packed(cudaStream_t s, const Args &a) {
+#ifdef TIGA_EA_PACKED_ALL
+  return dispatch<K>(s, a);
+#else
+  if (a.hid != 16) {
+    tgc_set_error("edge attention: the packed kernels are built for hidden width 16 only (got %d)", a.hid);
+    return TG_ERR_UNSUPPORTED;
+  }
+  return a.dt == TG_F32 ? disp_hp<K, float, 16>(s, a) : disp_hp<K, __nv_bfloat16, 16>(s, a);
+#endif
 }
 
 // Packed launches (cuda/edge_attention_pk.cu, cuda/edge_attention_pk_bwd.cu).

@@ -16,7 +16,7 @@
 // [0, ceil(nb / 2)) or the rest) for unit kb * 16 + kk, the halves then added with one shuffle.
 // Every order is fixed: bit-reproducible.
 // The launcher takes the packed k_dst / k_src of cuda/edge_attention_pk_bwd.cu (same partial
-// layout, same k_wsum) unless g_kernels == 1 (these, kept for comparison).
+// layout, same k_wsum) where packed_for says so (cuda/edge_attention.cuh), else these.
 #include "edge_attention.cuh"
 
 namespace tgea {
@@ -543,11 +543,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     }
     x.D = static_cast<float *>(workspace);
     x.part = x.D + ws_d_floats(g, a);
-    st = g_kernels == 1 ? dispatch<Dst>(s, x) : dst_packed(s, x);
+    st = packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
     if (st != TG_OK) return st;
   }
   if (src) {
-    st = g_kernels == 1 ? dispatch<Src>(s, x) : src_packed(s, x);
+    st = packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
     if (st != TG_OK) return st;
   }
   if (wgrad) {

@@ -183,6 +183,6 @@ struct FwdPk {
   }
 };
 
-tg_status forward_packed(cudaStream_t s, const Args &a) { return dispatch<FwdPk>(s, a); }
+tg_status forward_packed(cudaStream_t s, const Args &a) { return dispatch_packed<FwdPk>(s, a); }
 
 } // namespace tgea

@@ -623,7 +623,7 @@ struct SrcPk {
   }
 };
 
-tg_status dst_packed(cudaStream_t s, const Args &a) { return dispatch<DstPk>(s, a); }
-tg_status src_packed(cudaStream_t s, const Args &a) { return dispatch<SrcPk>(s, a); }
+tg_status dst_packed(cudaStream_t s, const Args &a) { return dispatch_packed<DstPk>(s, a); }
+tg_status src_packed(cudaStream_t s, const Args &a) { return dispatch_packed<SrcPk>(s, a); }
 
 } // namespace tgea
