@@ -472,7 +472,7 @@ template <class K> static tg_status dispatch(cudaStream_t s, const Args &a) {
 // The packed kernels' dispatch: every hidden width where something can select them at every width
 // (the bench, built with TIGA_EA_PACKED_ALL for --compare and TIGA_EA_KERNEL=new); in the library
 // the rule (packed_for) takes them at hid 16 alone, so only those are built (the others would add
-// ~17 MB of device code nothing runs).
+// ~5 MB of device code nothing runs: libtiga 73.6 -> 68.7 MB).
 template <class K> static tg_status dispatch_packed(cudaStream_t s, const Args &a) {
 #ifdef TIGA_EA_PACKED_ALL
   return dispatch<K>(s, a);
