@@ -2,6 +2,7 @@
 // registers, storage in T.
 #include "common.cuh"
 #include "elementwise.h"
+#include "finite.cuh"
 
 // ---------------------------------------------------------------- binary ops
 // Plans (host/elementwise.h) pick the kernels: SAME and TRAIL run the bias-style kernels (operands
@@ -14,24 +15,31 @@ __device__ __forceinline__ float binary_f(int op, float a, float b) {
 }
 
 // y = a op b; a operand of na elements is read at i % na (na == n or na divides n; likewise b).
-// The vector path needs na and nb to be multiples of N, so a vector never straddles a wrap.
+// The vector path needs na and nb to be multiples of N, so a vector never straddles a wrap. Every
+// element stored is tested for anomaly mode (nf, finite.cuh), as in k_binary_bwd_full.
 template <typename T>
 __global__ void k_binary_fwd(int op, const T *__restrict__ a, long long na, const T *__restrict__ b, long long nb,
-                             T *__restrict__ y, long long nv, long long n) {
+                             T *__restrict__ y, long long nv, long long n, tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
+  bool bad = false;
   TGC_VEC_LOOP(v, nv) {
     long long i = v * N;
     tgc_vec<T> av = *reinterpret_cast<const tgc_vec<T> *>(a + (na == n ? i : i % na)),
                bv = *reinterpret_cast<const tgc_vec<T> *>(b + (nb == n ? i : i % nb)), r;
 #pragma unroll
-    for (int k = 0; k < N; k++)
+    for (int k = 0; k < N; k++) {
       r.e[k] = tgc_from_f<T>(binary_f(op, tgc_to_f(av.e[k]), tgc_to_f(bv.e[k])));
+      bad |= tgc_nonfinite(r.e[k]);
+    }
     reinterpret_cast<tgc_vec<T> *>(y)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) {
     float av = tgc_to_f(a[na == n ? i : i % na]), bv = tgc_to_f(b[nb == n ? i : i % nb]);
-    y[i] = tgc_from_f<T>(binary_f(op, av, bv));
+    T r = tgc_from_f<T>(binary_f(op, av, bv));
+    bad |= tgc_nonfinite(r);
+    y[i] = r;
   }
+  tgc_nf_raise(nf, bad);
 }
 
 // d y / d (operand `which`) at element i: add 1, sub +1/-1, mul the other operand.
@@ -45,19 +53,27 @@ __device__ __forceinline__ float dpart(int op, int which, const T *other, long l
 // is only read for mul; the vector path needs no to be a multiple of N.
 template <typename T>
 __global__ void k_binary_bwd_full(int op, int which, const T *__restrict__ other, long long no,
-                                  const T *__restrict__ gy, T *__restrict__ g, long long nv, long long n) {
+                                  const T *__restrict__ gy, T *__restrict__ g, long long nv, long long n, tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
+  bool bad = false;
   TGC_VEC_LOOP(v, nv) {
     long long i = v * N;
     tgc_vec<T> gv = reinterpret_cast<const tgc_vec<T> *>(gy)[v], r = reinterpret_cast<tgc_vec<T> *>(g)[v], ov{};
     if (op == HOST_MUL) ov = *reinterpret_cast<const tgc_vec<T> *>(other + (no == n ? i : i % no));
     const float c = (op == HOST_SUB && which == 1) ? -1.f : 1.f;
 #pragma unroll
-    for (int k = 0; k < N; k++)
+    for (int k = 0; k < N; k++) {
       r.e[k] = tgc_from_f<T>(tgc_to_f(r.e[k]) + tgc_to_f(gv.e[k]) * (op == HOST_MUL ? tgc_to_f(ov.e[k]) : c));
+      bad |= tgc_nonfinite(r.e[k]);
+    }
     reinterpret_cast<tgc_vec<T> *>(g)[v] = r;
   }
-  TGC_TAIL_LOOP(i, nv * N, n) g[i] = tgc_from_f<T>(tgc_to_f(g[i]) + tgc_to_f(gy[i]) * dpart(op, which, other, no, i));
+  TGC_TAIL_LOOP(i, nv * N, n) {
+    T r = tgc_from_f<T>(tgc_to_f(g[i]) + tgc_to_f(gy[i]) * dpart(op, which, other, no, i));
+    bad |= tgc_nonfinite(r);
+    g[i] = r;
+  }
+  tgc_nf_raise(nf, bad);
 }
 
 // Trailing broadcast operand of ns elements: g[j] += sum over rows r of gy[r*ns + j] * d(r*ns + j).
@@ -113,8 +129,10 @@ static tg_status binary_fwd(cudaStream_t s, int op, const void *a, long long na,
   long long n = na > nb ? na : nb;
   constexpr int N = tgc_vec_n<T>();
   long long nv = (na % N == 0 && nb % N == 0) ? tgc_vec_count<T>(n, {a, b, y}) : 0;
-  k_binary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (const T *)a, na, (const T *)b, nb, (T *)y, nv, n);
+  tgc_nf nf = tgc_nf_take(s);
+  k_binary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (const T *)a, na, (const T *)b, nb, (T *)y, nv, n, nf);
   TGC_LAUNCHED("binary_fwd");
+  tgc_nf_cover(nf, y, n);
   return TG_OK;
 }
 
@@ -385,7 +403,10 @@ static tg_status bw_one(cudaStream_t s, int op, int which, const host_bcast *p, 
     } else {
       long long nv =
           (op != HOST_MUL || no % N == 0) ? tgc_vec_count<T>(p->n, {op == HOST_MUL ? other : nullptr, gy, g}) : 0;
-      k_binary_bwd_full<T><<<tgc_vec_blocks<T>(nv, p->n), 256, 0, s>>>(op, which, other, no, gy, g, nv, p->n);
+      tgc_nf nf = tgc_nf_take(s);
+      k_binary_bwd_full<T><<<tgc_vec_blocks<T>(nv, p->n), 256, 0, s>>>(op, which, other, no, gy, g, nv, p->n, nf);
+      TGC_LAUNCHED("binary_bwd_full");
+      tgc_nf_cover(nf, g, p->n);
       what = "binary_bwd_full";
     }
     break;

@@ -2,6 +2,7 @@
 // registers, storage in T.
 #include "common.cuh"
 #include "elementwise.h"
+#include "finite.cuh"
 
 #define SQRT_2_OVER_PI 0.7978845608028654f
 
@@ -36,24 +37,35 @@ __device__ __forceinline__ float unary_df(int op, float a, float x, float y) {
   return 0.f;
 }
 
+// Both directions test every element they store for anomaly mode (nf, finite.cuh).
 template <typename T>
-__global__ void k_unary_fwd(int op, float al, const T *__restrict__ x, T *__restrict__ y, long long nv, long long n) {
+__global__ void k_unary_fwd(int op, float al, const T *__restrict__ x, T *__restrict__ y, long long nv, long long n,
+                            tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
+  bool bad = false;
   TGC_VEC_LOOP(v, nv) {
     tgc_vec<T> a = reinterpret_cast<const tgc_vec<T> *>(x)[v], r;
 #pragma unroll
-    for (int k = 0; k < N; k++)
+    for (int k = 0; k < N; k++) {
       r.e[k] = tgc_from_f<T>(unary_f(op, al, tgc_to_f(a.e[k])));
+      bad |= tgc_nonfinite(r.e[k]);
+    }
     reinterpret_cast<tgc_vec<T> *>(y)[v] = r;
   }
-  TGC_TAIL_LOOP(i, nv * N, n) y[i] = tgc_from_f<T>(unary_f(op, al, tgc_to_f(x[i])));
+  TGC_TAIL_LOOP(i, nv * N, n) {
+    T r = tgc_from_f<T>(unary_f(op, al, tgc_to_f(x[i])));
+    bad |= tgc_nonfinite(r);
+    y[i] = r;
+  }
+  tgc_nf_raise(nf, bad);
 }
 
 template <typename T>
 __global__ void k_unary_bwd(int op, float al, const T *__restrict__ x, const T *__restrict__ y,
-                            const T *__restrict__ gy, T *__restrict__ gx, long long nv, long long n) {
+                            const T *__restrict__ gy, T *__restrict__ gx, long long nv, long long n, tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
   const bool need_y = op == HOST_TANH; // the other ops' derivatives read x only
+  bool bad = false;
   TGC_VEC_LOOP(v, nv) {
     tgc_vec<T> a = reinterpret_cast<const tgc_vec<T> *>(x)[v], g = reinterpret_cast<const tgc_vec<T> *>(gy)[v],
                r = reinterpret_cast<tgc_vec<T> *>(gx)[v], b{};
@@ -62,13 +74,17 @@ __global__ void k_unary_bwd(int op, float al, const T *__restrict__ x, const T *
     for (int k = 0; k < N; k++) {
       float d = unary_df(op, al, tgc_to_f(a.e[k]), need_y ? tgc_to_f(b.e[k]) : 0.f);
       r.e[k] = tgc_from_f<T>(tgc_to_f(r.e[k]) + tgc_to_f(g.e[k]) * d);
+      bad |= tgc_nonfinite(r.e[k]);
     }
     reinterpret_cast<tgc_vec<T> *>(gx)[v] = r;
   }
   TGC_TAIL_LOOP(i, nv * N, n) {
     float d = unary_df(op, al, tgc_to_f(x[i]), need_y ? tgc_to_f(y[i]) : 0.f);
-    gx[i] = tgc_from_f<T>(tgc_to_f(gx[i]) + tgc_to_f(gy[i]) * d);
+    T r = tgc_from_f<T>(tgc_to_f(gx[i]) + tgc_to_f(gy[i]) * d);
+    bad |= tgc_nonfinite(r);
+    gx[i] = r;
   }
+  tgc_nf_raise(nf, bad);
 }
 
 #define DISPATCH(dt, FN, ...) TGC_DISPATCH_FLOAT(dt, "elementwise", FN, __VA_ARGS__)
@@ -76,17 +92,21 @@ __global__ void k_unary_bwd(int op, float al, const T *__restrict__ x, const T *
 template <typename T>
 static tg_status unary_fwd(cudaStream_t s, int op, double al, const void *x, void *y, long long n) {
   long long nv = tgc_vec_count<T>(n, {x, y});
-  k_unary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (T *)y, nv, n);
+  tgc_nf nf = tgc_nf_take(s);
+  k_unary_fwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (T *)y, nv, n, nf);
   TGC_LAUNCHED("unary_fwd");
+  tgc_nf_cover(nf, y, n);
   return TG_OK;
 }
 template <typename T>
 static tg_status unary_bwd(cudaStream_t s, int op, double al, const void *x, const void *y, const void *gy, void *gx,
                            long long n) {
   long long nv = tgc_vec_count<T>(n, {x, op == HOST_TANH ? y : nullptr, gy, gx});
+  tgc_nf nf = tgc_nf_take(s);
   k_unary_bwd<T><<<tgc_vec_blocks<T>(nv, n), 256, 0, s>>>(op, (float)al, (const T *)x, (const T *)y, (const T *)gy,
-                                                          (T *)gx, nv, n);
+                                                          (T *)gx, nv, n, nf);
   TGC_LAUNCHED("unary_bwd");
+  tgc_nf_cover(nf, gx, n);
   return TG_OK;
 }
 

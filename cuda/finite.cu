@@ -2,6 +2,7 @@
 // not depend on float compare semantics. One atomicMax per block (or thread) that saw one, none
 // otherwise.
 #include "common.cuh"
+#include "finite.cuh"
 #include "finite.h"
 
 #include <stdint.h>
@@ -202,4 +203,51 @@ extern "C" tg_status cuda_finite_side_join(cuda_finite_side *s, tgc_stream main)
   if (!s) return TG_OK;
   TGC_CUDA(cudaStreamWaitEvent(main, s->done, 0));
   return TG_OK;
+}
+
+// ---------------------------------------------------------------- in-kernel checks (finite.cuh)
+// Per host thread: the armed flag, its stream and tag, and the buffers checked under it. A node
+// writes few buffers; past kCover the rest are simply checked again by the tape.
+namespace {
+constexpr int kCover = 8;
+struct NfArm {
+  int *flag;
+  int tag;
+  cudaStream_t s;
+  int n;
+  const void *p[kCover];
+  long long len[kCover];
+  int tags[kCover];
+};
+thread_local NfArm g_nf;
+} // namespace
+
+extern "C" void cuda_nf_arm(tgc_stream s, int32_t *flag, int32_t tag) {
+  g_nf.flag = flag;
+  g_nf.tag = tag;
+  g_nf.s = (cudaStream_t)s;
+  g_nf.n = 0;
+}
+
+extern "C" void cuda_nf_disarm(void) {
+  g_nf.flag = nullptr;
+  g_nf.n = 0;
+}
+
+extern "C" int cuda_nf_covered(const void *p, int64_t n, int32_t tag) {
+  for (int k = 0; k < g_nf.n; k++)
+    if (g_nf.p[k] == p && g_nf.len[k] == n && g_nf.tags[k] == tag) return 1;
+  return 0;
+}
+
+tgc_nf tgc_nf_take(cudaStream_t s) {
+  if (!g_nf.flag || g_nf.s != s) return tgc_nf{nullptr, 0};
+  return tgc_nf{g_nf.flag, g_nf.tag};
+}
+
+void tgc_nf_cover(const tgc_nf &nf, const void *p, long long n) {
+  if (!nf.flag || nf.flag != g_nf.flag || nf.tag != g_nf.tag || g_nf.n == kCover || n <= 0) return;
+  g_nf.p[g_nf.n] = p;
+  g_nf.len[g_nf.n] = n;
+  g_nf.tags[g_nf.n++] = g_nf.tag;
 }

@@ -41,6 +41,14 @@ tg_status cuda_finite_side_launch(cuda_finite_side *side, tgc_stream main, const
                                   int32_t *flags);
 /* Main waits (on the device; the host does not) for every check launched through side so far. */
 tg_status cuda_finite_side_join(cuda_finite_side *side, tgc_stream main);
+
+/* In-kernel checks (finite.cuh): until the next arm or disarm on this thread, kernels that support
+ * it and are launched on stream s raise flag with tag themselves, and their launchers list the
+ * buffers they checked in full. Arming clears that list. */
+void cuda_nf_arm(tgc_stream s, int32_t *flag, int32_t tag);
+void cuda_nf_disarm(void);
+/* Whether a kernel launched under the arm with this tag checked all n elements at p. */
+int cuda_nf_covered(const void *p, int64_t n, int32_t tag);
 #ifdef __cplusplus
 }
 #endif

@@ -4,15 +4,18 @@
 // over a chunk of rows, then one kernel adds the chunks in a fixed order into gw / gb, so the
 // result is deterministic and any number of rows works. Math in f32, storage in T.
 #include "common.cuh"
+#include "finite.cuh"
 #include "layernorm.h"
 
 // Row group = the block's x-extent: a warp (blockDim.x == 32) or the whole block (blockDim.y == 1).
+// The row kernels test every element of y / gx they store for anomaly mode (nf, finite.cuh).
 
 // mean = <x>, var = <(x - mean)^2> (two passes over the row), rstd = 1/sqrt(var + eps), y = (x - mean) rstd w + b.
 template <typename T>
 __global__ void k_ln_fwd(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, float eps,
                          T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows,
-                         long long n) {
+                         long long n, tgc_nf nf) {
+  bool bad = false;
   for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
        r += (long long)gridDim.x * blockDim.y) {
     const T *xr = x + r * n;
@@ -29,20 +32,25 @@ __global__ void k_ln_fwd(const T *__restrict__ x, const T *__restrict__ w, const
       v += d * d;
     }
     float rs = 1.f / sqrtf(tgc_row_sum(v) / (float)n + eps);
-    for (long long j = threadIdx.x; j < n; j += blockDim.x)
-      yr[j] = tgc_from_f<T>(((tgc_to_f(xr[j]) - k) - mu) * rs * tgc_to_f(w[j]) + tgc_to_f(b[j]));
+    for (long long j = threadIdx.x; j < n; j += blockDim.x) {
+      T o = tgc_from_f<T>(((tgc_to_f(xr[j]) - k) - mu) * rs * tgc_to_f(w[j]) + tgc_to_f(b[j]));
+      bad |= tgc_nonfinite(o);
+      yr[j] = o;
+    }
     if (threadIdx.x == 0) {
       if (mean) mean[r] = k + mu;
       if (rstd) rstd[r] = rs;
     }
   }
+  tgc_nf_raise(nf, bad);
 }
 
 // gx += rstd (g - <g> - xhat <g xhat>), g = gy w.
 template <typename T>
 __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, const float *__restrict__ mean,
                             const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows,
-                            long long n) {
+                            long long n, tgc_nf nf) {
+  bool bad = false;
   for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
        r += (long long)gridDim.x * blockDim.y) {
     const T *xr = x + r * n, *gr = gy + r * n;
@@ -58,9 +66,12 @@ __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, co
     for (long long j = threadIdx.x; j < n; j += blockDim.x) {
       float xh = (tgc_to_f(xr[j]) - m) * rs;
       float g = tgc_to_f(gr[j]) * tgc_to_f(w[j]);
-      dr[j] = tgc_from_f<T>(tgc_to_f(dr[j]) + rs * (g - sg - xh * sgx));
+      T o = tgc_from_f<T>(tgc_to_f(dr[j]) + rs * (g - sg - xh * sgx));
+      bad |= tgc_nonfinite(o);
+      dr[j] = o;
     }
   }
+  tgc_nf_raise(nf, bad);
 }
 
 // Register-cached forms of the two row kernels for rows of at most 32 * KV vectors (a warp per
@@ -69,10 +80,12 @@ __global__ void k_ln_bwd_dx(const T *__restrict__ x, const T *__restrict__ w, co
 template <typename T, int KV>
 __global__ void __launch_bounds__(256)
     k_ln_fwd_vec(const T *__restrict__ x, const T *__restrict__ w, const T *__restrict__ b, float eps,
-                 T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows, int n) {
+                 T *__restrict__ y, float *__restrict__ mean, float *__restrict__ rstd, long long rows, int n,
+                 tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
   using V = tgc_pack<T, N>;
   const int nv = n / N, lane = threadIdx.x;
+  bool bad = false;
   for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
        r += (long long)gridDim.x * blockDim.y) {
     const V *xr = reinterpret_cast<const V *>(x + r * n);
@@ -109,8 +122,10 @@ __global__ void __launch_bounds__(256)
       if (v < nv) {
         V wv = reinterpret_cast<const V *>(w)[v], bv = reinterpret_cast<const V *>(b)[v], o;
 #pragma unroll
-        for (int e = 0; e < N; e++)
+        for (int e = 0; e < N; e++) {
           o.e[e] = tgc_from_f<T>(c[q][e] * rs * tgc_to_f(wv.e[e]) + tgc_to_f(bv.e[e]));
+          bad |= tgc_nonfinite(o.e[e]);
+        }
         yr[v] = o;
       }
     }
@@ -119,15 +134,17 @@ __global__ void __launch_bounds__(256)
       if (rstd) rstd[r] = rs;
     }
   }
+  tgc_nf_raise(nf, bad);
 }
 
 template <typename T, int KV>
 __global__ void __launch_bounds__(256)
     k_ln_bwd_dx_vec(const T *__restrict__ x, const T *__restrict__ w, const float *__restrict__ mean,
-                    const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows, int n) {
+                    const float *__restrict__ rstd, const T *__restrict__ gy, T *gx, long long rows, int n, tgc_nf nf) {
   constexpr int N = tgc_vec_n<T>();
   using V = tgc_pack<T, N>;
   const int nv = n / N, lane = threadIdx.x;
+  bool bad = false;
   for (long long r = blockIdx.x * (long long)blockDim.y + threadIdx.y; r < rows;
        r += (long long)gridDim.x * blockDim.y) {
     const V *xr = reinterpret_cast<const V *>(x + r * n), *gr = reinterpret_cast<const V *>(gy + r * n);
@@ -156,12 +173,15 @@ __global__ void __launch_bounds__(256)
       if (v < nv) {
         V o = dr[v];
 #pragma unroll
-        for (int e = 0; e < N; e++)
+        for (int e = 0; e < N; e++) {
           o.e[e] = tgc_from_f<T>(tgc_to_f(o.e[e]) + rs * (g[q][e] - sg - xh[q][e] * sgx));
+          bad |= tgc_nonfinite(o.e[e]);
+        }
         dr[v] = o;
       }
     }
   }
+  tgc_nf_raise(nf, bad);
 }
 
 // Vector rows per lane (KV) the register-cached kernels need for rows of n, or 0 when they do not
@@ -258,15 +278,17 @@ static tg_status ln_fwd(cudaStream_t s, const void *x, const void *w, const void
   dim3 grid, block;
   row_shape(rows, n, &grid, &block);
   const int kv = vec_lanes<T>(n, {x, w, b, y});
+  tgc_nf nf = tgc_nf_take(s);
   if (kv) {
     auto kern = kv == 2 ? k_ln_fwd_vec<T, 2> : kv == 4 ? k_ln_fwd_vec<T, 4> : k_ln_fwd_vec<T, 8>;
     kern<<<tgc_blocks(rows, 8), dim3(32, 8), 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean,
-                                                     rstd, rows, (int)n);
-    TGC_LAUNCHED("layernorm_fwd");
-    return TG_OK;
+                                                     rstd, rows, (int)n, nf);
+  } else {
+    k_ln_fwd<T>
+        <<<grid, block, 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean, rstd, rows, n, nf);
   }
-  k_ln_fwd<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, (const T *)b, (float)eps, (T *)y, mean, rstd, rows, n);
   TGC_LAUNCHED("layernorm_fwd");
+  tgc_nf_cover(nf, y, rows * n);
   return TG_OK;
 }
 
@@ -278,14 +300,17 @@ static tg_status ln_bwd(cudaStream_t s, const void *x, const void *w, const floa
     dim3 grid, block;
     row_shape(rows, n, &grid, &block);
     const int kv = vec_lanes<T>(n, {x, w, gy, gx});
+    tgc_nf nf = tgc_nf_take(s);
     if (kv) {
       auto kern = kv == 2 ? k_ln_bwd_dx_vec<T, 2> : kv == 4 ? k_ln_bwd_dx_vec<T, 4> : k_ln_bwd_dx_vec<T, 8>;
       kern<<<tgc_blocks(rows, 8), dim3(32, 8), 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx,
-                                                       rows, (int)n);
+                                                       rows, (int)n, nf);
     } else {
-      k_ln_bwd_dx<T><<<grid, block, 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx, rows, n);
+      k_ln_bwd_dx<T>
+          <<<grid, block, 0, s>>>((const T *)x, (const T *)w, mean, rstd, (const T *)gy, (T *)gx, rows, n, nf);
     }
     TGC_LAUNCHED("layernorm_bwd_dx");
+    tgc_nf_cover(nf, gx, rows * n);
   }
   if (!gw && !gb) return TG_OK;
   size_t need = cuda_layernorm_backward_workspace(rows, n);

@@ -201,8 +201,10 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       if (hook) hook_node_done(t, n);
       continue;
     }
+    if (t->check_finite) tgi_finite_arm(t, 1, i + 1); /* disarmed by tgi_finite_backward */
     s = n->cap->backward(t, n);
     if (s != TG_OK || t->status != TG_OK) {
+      tgi_finite_disarm();
       if (t->status == TG_OK) tgi_fail(t, s, "backward failed");
       char msg[TGI_MSG_CAP]; /* the message names the call, then the node that failed */
       memcpy(msg, t->msg, sizeof msg);
@@ -233,6 +235,10 @@ failed:
 static tg_status sweep(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
   tg_status s = sweep_run(t, fn, L, G);
   tgi_grad_zeroed_clear(t);
+  if (s == TG_OK && t->check_finite) { /* a sweep that ended before any node: the forward's flag */
+    tgi_finite_sweep_end(t);
+    s = t->status;
+  }
   return s;
 }
 
@@ -241,7 +247,7 @@ static tg_status begin(tg_tape *t, const char *fn) {
     tgi_set_last_error("%s: argument 'tape' is NULL; expected a tape from tg_tape_create", fn);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  tgi_finite_resolve(t);
+  tgi_finite_defer(t); /* the forward's device flag is read with the sweep's, at its end */
   if (t->status != TG_OK)
     return tgi_error(t, TG_ERR_STATE, "%s: the tape holds an error from an earlier op call: %s", fn, t->msg);
   return TG_OK;

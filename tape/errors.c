@@ -36,8 +36,9 @@ tg_status tgi_error(tg_tape *t, tg_status s, const char *fmt, ...) {
 }
 
 bool tgi_fail(tg_tape *t, tg_status s, const char *fmt, ...) {
-  /* an op call ends with its failure (debug builds' thread check) */
+  /* an op call ends with its failure (debug builds' thread check, anomaly mode's in-kernel checks) */
   tgi_thread_leave(t->rt);
+  tgi_finite_disarm();
   if (t->status != TG_OK) return false; /* the first failure wins */
   char tmp[TGI_MSG_CAP];
   va_list ap;

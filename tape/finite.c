@@ -194,14 +194,51 @@ static bool enqueue(tg_tape *t, const void *p, int64_t n, tg_dtype dt, uint32_t 
   return !limit || t->nf_pend_bytes < limit || flush(t);
 }
 
-/* Checks buffer b of value v (node i) where it is current: host now, device queued for flag k with tag. */
-static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, int k, int32_t tag, bool grad) {
+/* In-kernel checks (cuda/finite.cuh): while node `tag` of the tape runs on a device runtime, the
+ * kernels that support it raise dev_flags[k] with tag themselves as they store its outputs (k = 0)
+ * or its input gradients (k = 1), and name the buffers they checked in full; check_buf then reads
+ * those buffers no more. The flag is armed for this tape's stream only, from an op's start
+ * (tgi_op_begin) or a node's backward to its end (tgi_done, tgi_fail, tgi_finite_backward); a flag
+ * that cannot be allocated leaves it unarmed (the check kernels read everything). */
+void tgi_finite_arm(tg_tape *t, int k, int32_t tag) {
+#ifdef TIGA_HAVE_CUDA
+  if (!t->check_finite || !t->rt->dev || t->status) return;
+  tg_status s;
+  char msg[TGI_MSG_CAP];
+  int32_t *f = tgi_dev_flags(t, &s, msg);
+  if (f) cuda_nf_arm(TGI_STREAM(t), f + k, tag);
+#else
+  (void)t, (void)k, (void)tag;
+#endif
+}
+
+void tgi_finite_disarm(void) {
+#ifdef TIGA_HAVE_CUDA
+  cuda_nf_disarm();
+#endif
+}
+
+/* Whether a kernel of the armed node checked all of buffer b (device) of v with tag. */
+static bool covered(const tgi_value *v, const tgi_buf *b, int32_t tag) {
+#ifdef TIGA_HAVE_CUDA
+  return b->d && cuda_nf_covered(b->d, v->numel, tag);
+#else
+  (void)v, (void)b, (void)tag;
+  return false;
+#endif
+}
+
+/* Checks buffer b of value v (node i) where it is current: host now, device queued for flag k with
+ * tag, or nothing when the kernel that wrote it checked it (cover: its writes are known to be the
+ * last to that buffer in this node). */
+static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, int k, int32_t tag, bool grad,
+                      bool cover) {
   if (v->dtype != TG_F32 && v->dtype != TG_F64 && v->dtype != TG_F16 && v->dtype != TG_BF16) return true;
   if (b->valid & TGI_ON_HOST) {
     if (tgi_host_first_nonfinite((tg_dtype)v->dtype, b->h, v->numel) < 0) return true;
     /* an earlier node's device finding comes first */
     if (!grad) read_forward_flag(t);
-    if (grad && t->nf_bwd_dev) tgi_finite_sweep_end(t);
+    if (grad && (t->nf_bwd_dev || t->nf_fwd_dev)) tgi_finite_sweep_end(t);
     nonfinite(t, i, grad, tgi_slot_of(t, v));
     return false;
   }
@@ -210,6 +247,7 @@ static bool check_buf(tg_tape *t, uint32_t i, tgi_value *v, const tgi_buf *b, in
     t->nf_bwd_dev = true;
   else
     t->nf_fwd_dev = true;
+  if (cover && covered(v, b, tag)) return true;
   return enqueue(t, b->d, v->numel, (tg_dtype)v->dtype, tgi_slot_of(t, v), k, tag);
 }
 
@@ -219,7 +257,7 @@ void tgi_finite_forward(tg_tape *t) {
     const tgi_node *n = &t->nodes[i];
     for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
       tgi_value *v = tgi_slot(t, n->out[o]);
-      if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false)) return;
+      if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false, true)) return;
     }
   }
 }
@@ -236,6 +274,10 @@ static void read_forward_flag(tg_tape *t) {
 void tgi_finite_resolve(tg_tape *t) {
   if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t); /* nodes not checked yet */
   read_forward_flag(t);
+}
+
+void tgi_finite_defer(tg_tape *t) {
+  if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t);
 }
 
 tg_status tgi_finite_sweep_begin(tg_tape *t) {
@@ -285,7 +327,24 @@ static bool handed_over(const tg_tape *t, const tgi_node *n, const tgi_value *v)
   return false;
 }
 
+/* Whether input k of node n is also another of its inputs: its gradient then takes writes from
+ * more than one part of the node's backward, and an in-kernel check of one of them proves nothing
+ * about the buffer's final values. */
+static bool aliased(const tgi_node *n, uint32_t k) {
+  for (uint32_t m = 0; m < n->n_in; m++)
+    if (m != k && n->in[m] == n->in[k]) return true;
+  return false;
+}
+
+static bool finite_backward(tg_tape *t, uint32_t i);
+
 bool tgi_finite_backward(tg_tape *t, uint32_t i) {
+  bool ok = finite_backward(t, i);
+  tgi_finite_disarm();
+  return ok;
+}
+
+static bool finite_backward(tg_tape *t, uint32_t i) {
   const tgi_node *n = &t->nodes[i];
   bool more = false; /* a gradient checked here that later nodes of the sweep may add into */
   for (uint32_t k = 0; k < n->n_in; k++) {
@@ -294,7 +353,7 @@ bool tgi_finite_backward(tg_tape *t, uint32_t i) {
     if (!v->requires_grad || !v->grad.valid) continue;
     more = more || v->sweep_uses > 1;
     if (handed_over(t, n, v)) continue;
-    if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true)) return false;
+    if (!check_buf(t, i, v, &v->grad, 1, (int32_t)i + 1, true, !aliased(n, k))) return false;
   }
   if (!t->nf_npend && !t->nf_side_busy) return true;
   /* the next node adds into the gradients of its inputs: a check must see them as they are now */
@@ -318,12 +377,25 @@ bool tgi_finite_backward(tg_tape *t, uint32_t i) {
   return t->status == TG_OK;
 }
 
+/* The sweep's device flag and, when the forward's was left for it (tgi_finite_defer), that one
+ * too, in one read: the forward's finding comes first. */
 void tgi_finite_sweep_end(tg_tape *t) {
-  if (!t->nf_bwd_dev) return;
-  t->nf_bwd_dev = false;
+  const bool fwd = t->nf_fwd_dev, bwd = t->nf_bwd_dev;
+  if (!fwd && !bwd) return;
+  t->nf_fwd_dev = t->nf_bwd_dev = false;
   if (!flush(t) || !t->dev_flags) return;
-  int32_t f = read_flag(t, 1);
-  if (f > 0) nonfinite(t, (uint32_t)(f - 1), true, UINT32_MAX);
+  int32_t f[2] = {0, 0};
+  char msg[TGI_MSG_CAP];
+  tgi_finite_join(t);
+  tg_status s = tgi_device_d2h(t->rt->dev, f, t->dev_flags, sizeof f, msg);
+  if (s) {
+    device_failed(t, s, msg);
+    return;
+  }
+  if (fwd && f[0] > 0)
+    nonfinite(t, (uint32_t)(INT32_MAX - f[0]), false, UINT32_MAX);
+  else if (bwd && f[1] > 0)
+    nonfinite(t, (uint32_t)(f[1] - 1), true, UINT32_MAX);
 }
 
 tg_status tg_tape_set_check_finite(tg_tape *t, int on, int *previous) {

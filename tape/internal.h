@@ -339,10 +339,17 @@ int32_t *tgi_found_flag(tg_tape *t, tg_status *st, char *msg);
 void tgi_finite_forward(tg_tape *t);
 /* Makes device findings of the forward sticky (reads the flag once: a wait for the device). */
 void tgi_finite_resolve(tg_tape *t);
+/* Backward's start: the checks of the nodes not checked yet are queued, and the forward's device
+ * flag is left to be read with the sweep's (tgi_finite_sweep_end): one wait a step, not two. */
+void tgi_finite_defer(tg_tape *t);
 /* Backward: at the start of a sweep; after node `node`'s backward ran (false: a non-finite gradient
  * was found, the sticky error is set); at the end of the sweep (reads the device flag once). */
 tg_status tgi_finite_sweep_begin(tg_tape *t);
 bool tgi_finite_backward(tg_tape *t, uint32_t node);
+/* Arms the in-kernel checks (cuda/finite.cuh) of flag k with tag for the node about to run (device
+ * runtimes in anomaly mode; otherwise nothing); disarm ends them on this thread. */
+void tgi_finite_arm(tg_tape *t, int k, int32_t tag);
+void tgi_finite_disarm(void);
 void tgi_finite_sweep_end(tg_tape *t);
 /* tg_tape_reset: forgets the findings of the step. */
 void tgi_finite_reset(tg_tape *t);

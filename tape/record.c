@@ -16,6 +16,7 @@ bool tgi_op_begin(tg_tape *t, const char *op) {
   if (!tgi_thread_enter(t->rt, op, &acquired)) return false; /* debug builds: another thread is inside */
   t->cur_op = op;
   t->pending_h2d = t->pending_d2h = 0;
+  if (t->check_finite) tgi_finite_arm(t, 0, INT32_MAX - (int32_t)t->nnodes); /* the node this call records */
   return true;
 }
 
@@ -198,6 +199,7 @@ void tgi_nodes_drop(tg_tape *t, uint32_t from) {
 
 tg_id tgi_done(tg_tape *t, tgi_value *v) {
   if (t->check_finite && t->status == TG_OK) tgi_finite_forward(t);
+  tgi_finite_disarm();
   tgi_thread_leave(t->rt);
   if (t->status != TG_OK || !v) return TG_NO_ID;
   return tgi_id_of(t, v);

@@ -141,7 +141,8 @@ void tgi_tape_release(tg_tape *t) {
     char msg[TGI_MSG_CAP];
     tgi_device_h2d_wait(t->rt->dev, msg);
   }
-  tgi_finite_join(t); /* checks beside the main stream may still read what is freed below */
+  tgi_finite_join(t);  /* checks beside the main stream may still read what is freed below */
+  tgi_finite_disarm(); /* no kernel may raise the flag freed below */
   tgi_nodes_drop(t, 0);
   for (uint32_t i = 0; i < t->nvals; i++)
     value_release(t, tgi_slot(t, i));
