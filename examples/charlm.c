@@ -284,7 +284,9 @@ int charlm_train_step(charlm_model *m, const int32_t *x, const int32_t *y, int64
   tg_id l = tg_cross_entropy(t, charlm_logits(m, xi, B, T, 1), yi, TG_NO_IGNORE);
   /* f16: backward from loss * S so that small f16 gradients do not flush to zero */
   tg_id root = m->scaler ? tg_loss_scaler_scale(t, m->scaler, l) : l;
-  if (tg_tape_status(t)) return tape_fail(m, err, "forward");
+  /* no tg_tape_status here: backward reports a failed forward too, and in anomaly mode a status
+   * check would wait for the device between forward and backward (backward reads the forward's
+   * flag with its own, at its end) */
   if (tg_tape_backward(t, root)) return tape_fail(m, err, "tg_tape_backward");
   if (m->comm && tg_comm_finish_gradients(m->comm, t)) /* before unscale: found-inf agrees across ranks */
     return fail(err, "tg_comm_finish_gradients: %s", tg_comm_error(m->comm));

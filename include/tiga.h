@@ -272,11 +272,14 @@ TG_API tg_status tg_tape_set_seed(tg_tape *tape, uint64_t seed);
 /* Anomaly mode (PyTorch's detect_anomaly, for NaN / inf). When on, every node recorded after this
  * call has its outputs checked for NaN / inf, and in tg_tape_backward every gradient a node computes
  * for its inputs is checked; each check runs on the side that computed the value (a scan on the
- * host, a kernel setting a device flag on CUDA), and device flags are read once per sweep: no
- * per-node synchronisation. The first non-finite value becomes a sticky TG_ERR_NONFINITE whose
- * message names the node (#index), its op, provider and explain line: for host nodes at once, for
- * CUDA nodes at the next status check (tg_tape_status, tg_tape_error, tg_tape_explain, backward,
- * optimizer steps) after the forward, and at the end of the backward sweep. The sticky error stops
+ * host; on CUDA a device flag, raised by the kernel that stores the value where it can (cast,
+ * unary, binary, dropout, layer norm) and by a check kernel that reads the value otherwise (cuBLAS
+ * outputs, the rest)), and device flags are read once per sweep: no per-node synchronisation. The
+ * first non-finite value becomes a sticky TG_ERR_NONFINITE whose message names the node (#index),
+ * its op, provider and explain line: for host nodes at once; for CUDA nodes at the next status
+ * check after the forward (tg_tape_status, tg_tape_error, tg_tape_explain, optimizer steps), or at
+ * the end of tg_tape_backward, which reads the forward's flag with the sweep's (a forward finding
+ * comes first; backward does not wait for the device before it starts). The sticky error stops
  * later op calls and refuses backward and optimizer steps until tg_tape_reset. Nodes are only
  * recorded in grad mode, so no-grad forwards are not checked. Default off. *previous (may be NULL)
  * receives the old mode. */
