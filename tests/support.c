@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t ts_next(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -34,6 +35,11 @@ tg_runtime *ts_cuda_runtime_or_skip(void) {
   tg_status s = tg_runtime_create_cuda(0, &rt);
   if (s != TG_OK) cr_skip_test("no CUDA device: %s", tg_last_error());
   return rt;
+}
+
+int ts_under_sanitizer(void) {
+  const char *e = getenv("TIGA_TEST_UNDER_SANITIZER");
+  return e && *e && strcmp(e, "0") != 0;
 }
 
 tg_tape *ts_tape(tg_runtime *rt) {

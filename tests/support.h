@@ -28,6 +28,11 @@ tg_runtime *ts_host_runtime(void);
 /* A CUDA runtime on device 0, or skips the test with the reason when there is none. */
 tg_runtime *ts_cuda_runtime_or_skip(void);
 tg_tape *ts_tape(tg_runtime *rt);
+/* Whether TIGA_TEST_UNDER_SANITIZER is set (non-empty, not "0"): the few tests that run thousands
+ * of steps or tapes (test_nonfinite's many-buffer walks, test_charlm_f16's training) then run a
+ * subset of their cases or steps, so compute-sanitizer (10-100x slower) finishes them; the full
+ * runs, with every assertion, are the plain suite's. */
+int ts_under_sanitizer(void);
 
 /* Creates an input value (asserts success). */
 tg_id ts_input(tg_tape *t, tg_dtype dt, int ndim, const int64_t *shape, const void *data, unsigned flags);

@@ -5,6 +5,8 @@
 # slow to run whole under that tool). Jobs named first in ORDER start first. One log per job under
 # LOGDIR, a line per job "<tool> <binary>[:<test>] rc=<rc> <seconds>s <summary>", then a total.
 #   bench/records/sanitize_suite.sh BUILD_RUN_DIR LOGDIR PARALLEL JOB_TIMEOUT_S "tool:test_x ..." [ORDER]
+# With JOBS=FILE in the environment the job list is FILE's lines ("tool binary [suite/test]")
+# instead (a rerun of what an earlier call left).
 set -uo pipefail
 R=$1 L=$2 P=$3 T=$4 SPLIT=" $5 " ORDER=${6:-"test_charlm_f16 test_attention test_nonfinite test_linear test_graph test_edge_attention test_fault_injection test_mha"}
 mkdir -p "$L"
@@ -27,6 +29,7 @@ first=""; rest=""
 for o in $ORDER; do case " $bins " in *" $o "*) first="$first $o";; esac; done
 for b in $bins; do case " $ORDER " in *" $b "*) ;; *) rest="$rest $b";; esac; done
 {
+  [ -n "${JOBS:-}" ] && { cat "$JOBS"; exit 0; }
   for b in $first $rest; do
     for tool in racecheck memcheck initcheck; do
       case "$SPLIT" in
