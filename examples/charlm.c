@@ -433,6 +433,12 @@ int charlm_ckpt_save(charlm_model *m, const charlm_data *d, const char *path, co
   for (int i = 0; i < d->vocab; i++)
     fprintf(f, "%02x", d->itos[i]);
   fprintf(f, "\nstep %lld\nrng %llu\nelapsed %.17g\n", (long long)s->step, (unsigned long long)s->rng, s->elapsed_s);
+  if (m->scaler) { /* f16: the loss scaler's state, so that a resumed run keeps its scale */
+    double scale = 0;
+    int64_t tracker = 0;
+    tg_loss_scaler_state(m->scaler, &scale, &tracker);
+    fprintf(f, "loss_scale %.17g\nloss_scale_tracker %lld\n", scale, (long long)tracker);
+  }
   if (fclose(f)) return fail(err, "cannot write checkpoint sidecar '%s': %s", mp, strerror(errno));
   return 0;
 }
@@ -444,9 +450,9 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
   if (!f)
     return fail(err, "cannot open checkpoint sidecar '%s': %s (was the checkpoint written by train_charlm?)", mp,
                 strerror(errno));
-  long long step = -1, L = -1, H = -1, Dm = -1, C = -1, V = -1;
+  long long step = -1, L = -1, H = -1, Dm = -1, C = -1, V = -1, tracker = -1;
   unsigned long long rng = 0;
-  double elapsed = 0;
+  double elapsed = 0, scale = 0;
   int version = 0;
   if (fscanf(f, "charlm-checkpoint %d", &version) != 1 || version != 1) {
     fclose(f);
@@ -472,6 +478,10 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
       ok = fscanf(f, "%llu", &rng) == 1;
     else if (!strcmp(key, "elapsed"))
       ok = fscanf(f, "%lf", &elapsed) == 1;
+    else if (!strcmp(key, "loss_scale"))
+      ok = fscanf(f, "%lf", &scale) == 1;
+    else if (!strcmp(key, "loss_scale_tracker"))
+      ok = fscanf(f, "%lld", &tracker) == 1;
     else
       ok = fscanf(f, "%*s") == 0;
     if (!ok) {
@@ -494,6 +504,11 @@ int charlm_ckpt_load(charlm_model *m, const charlm_data *d, const char *path, ch
   if (strcmp(hex, want))
     return fail(err, "checkpoint '%s' was trained on another vocabulary (another --data file?)", path);
   if (tg_tape_load(m->tape, path)) return fail(err, "loading checkpoint '%s': %s", path, tg_tape_error(m->tape));
+  /* an f16 run takes the scaler's state when the checkpoint has one (an f32 checkpoint has none:
+   * the scaler keeps its initial scale); an f32 run ignores it */
+  if (m->scaler && tracker >= 0 && tg_loss_scaler_set_state(m->scaler, scale, tracker))
+    return fail(err, "checkpoint sidecar '%s': loss_scale %g, loss_scale_tracker %lld: %s", mp, scale, tracker,
+                tg_last_error());
   s->step = step;
   s->rng = rng;
   s->elapsed_s = elapsed;

@@ -912,6 +912,11 @@ TG_API tg_status tg_loss_scaler_create(const tg_loss_scaler_options *opts, tg_lo
 TG_API void tg_loss_scaler_destroy(tg_loss_scaler *scaler);
 /* The current scale S and the number of finite steps since the last change of S. */
 TG_API tg_status tg_loss_scaler_state(const tg_loss_scaler *scaler, double *scale, int64_t *growth_tracker);
+/* Restores a state read with tg_loss_scaler_state, so that a run resumed from a checkpoint goes on
+ * with the scale it had (PyTorch's GradScaler.load_state_dict): scale finite and > 0 (as
+ * init_scale); 0 <= growth_tracker < the scaler's growth_interval. TG_ERR_INVALID_ARGUMENT otherwise (the
+ * scaler unchanged). */
+TG_API tg_status tg_loss_scaler_set_state(tg_loss_scaler *scaler, double scale, int64_t growth_tracker);
 /* An op: loss * S (recorded like tg_scale; any float value, normally the scalar loss). */
 TG_API tg_id tg_loss_scaler_scale(tg_tape *tape, tg_loss_scaler *scaler, tg_id loss);
 /* Divides every parameter gradient by S (host: in double; CUDA: by the f32 reciprocal, as PyTorch)

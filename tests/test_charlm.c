@@ -207,6 +207,57 @@ Test(charlm, checkpoint_round_trip, .timeout = 120) {
   charlm_data_free(&d);
 }
 
+/* f16 runs keep their loss scale across a resume: the sidecar holds the scaler's state. The model
+ * here is f32 on the host with a scaler attached (the sidecar code is the same; f16 needs CUDA). */
+Test(charlm, checkpoint_keeps_the_loss_scale, .timeout = 120) {
+  charlm_data d;
+  charlm_model a, b;
+  char err[CHARLM_ERR], path[] = "/tmp/charlm_scale_XXXXXX", meta[64];
+  int fd = mkstemp(path);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  snprintf(meta, sizeof meta, "%s.meta", path);
+  load_corpus(&d);
+  tg_runtime *rt = ts_host_runtime();
+  charlm_config c = tiny(d.vocab, 0.0);
+  cr_assert_eq(charlm_model_init(&a, rt, &c, 5, err), 0, "%s", err);
+  cr_assert_eq(tg_loss_scaler_create(NULL, &a.scaler), TG_OK, "%s", tg_last_error());
+  cr_assert_eq(tg_loss_scaler_set_state(a.scaler, 2048, 7), TG_OK, "%s", tg_last_error());
+  charlm_ckpt_state st = {3, 12345, 0};
+  cr_assert_eq(charlm_ckpt_save(&a, &d, path, &st, err), 0, "%s", err);
+  charlm_model_free(&a);
+
+  cr_assert_eq(charlm_model_init(&b, rt, &c, 6, err), 0, "%s", err);
+  cr_assert_eq(tg_loss_scaler_create(NULL, &b.scaler), TG_OK, "%s", tg_last_error());
+  charlm_ckpt_state got;
+  cr_assert_eq(charlm_ckpt_load(&b, &d, path, &got, err), 0, "%s", err);
+  double scale = 0;
+  int64_t tracker = -1;
+  tg_loss_scaler_state(b.scaler, &scale, &tracker);
+  cr_expect(scale == 2048 && tracker == 7, "restored scale %g, tracker %lld", scale, (long long)tracker);
+  charlm_model_free(&b);
+
+  /* a run without a scaler (f32) ignores the entries */
+  cr_assert_eq(charlm_model_init(&b, rt, &c, 6, err), 0, "%s", err);
+  cr_expect_eq(charlm_ckpt_load(&b, &d, path, &got, err), 0, "%s", err);
+  charlm_model_free(&b);
+
+  /* a bad state in the sidecar (a later entry wins): refused with its message */
+  FILE *f = fopen(meta, "a");
+  cr_assert_not_null(f);
+  fputs("loss_scale -1\n", f);
+  fclose(f);
+  cr_assert_eq(charlm_model_init(&b, rt, &c, 6, err), 0, "%s", err);
+  cr_assert_eq(tg_loss_scaler_create(NULL, &b.scaler), TG_OK, "%s", tg_last_error());
+  cr_expect_eq(charlm_ckpt_load(&b, &d, path, &got, err), -1);
+  cr_expect(strstr(err, "loss_scale -1") && strstr(err, "'scale' is -1"), "%s", err);
+  charlm_model_free(&b);
+  remove(meta);
+  remove(path);
+  tg_runtime_destroy(rt);
+  charlm_data_free(&d);
+}
+
 Test(charlm, sampling_and_bad_context) {
   charlm_data d;
   charlm_model m;

@@ -70,6 +70,27 @@ tg_status tg_loss_scaler_state(const tg_loss_scaler *sc, double *scale, int64_t 
   return TG_OK;
 }
 
+tg_status tg_loss_scaler_set_state(tg_loss_scaler *sc, double scale, int64_t tracker) {
+  if (!sc) {
+    tgi_set_last_error(
+        "tg_loss_scaler_set_state: argument 'scaler' is NULL; expected a scaler from tg_loss_scaler_create");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (!(isfinite(scale) && scale > 0)) { /* init_scale's rule */
+    tgi_set_last_error("tg_loss_scaler_set_state: argument 'scale' is %g; expected finite and > 0", scale);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (tracker < 0 || tracker >= sc->o.growth_interval) {
+    tgi_set_last_error("tg_loss_scaler_set_state: argument 'growth_tracker' is %lld; expected 0 .. %lld (below the "
+                       "scaler's growth_interval)",
+                       (long long)tracker, (long long)sc->o.growth_interval - 1);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  sc->scale = scale;
+  sc->tracker = tracker;
+  return TG_OK;
+}
+
 tg_id tg_loss_scaler_scale(tg_tape *t, tg_loss_scaler *sc, tg_id loss) {
   if (!tgi_op_begin(t, "tg_loss_scaler_scale")) return TG_NO_ID;
   if (!sc)

@@ -94,3 +94,29 @@ def test_gradcheck_from_python():
 
     res = tiga.gradcheck(ids, [rng.standard_normal((4, 3)), np.array([1, 3], np.int32)], fast_mode=True)
     assert res.passed
+
+
+def test_loss_scaler_state_round_trip(tape):
+    """A scaler restored with set_state goes on as the original; a NaN step backs off both."""
+    w = tape.parameter(np.array([1.0, 2.0, 3.0]), name="w")
+    a, b = tiga.LossScaler(init_scale=1024, growth_interval=3), tiga.LossScaler(growth_interval=3)
+
+    def step(sc, x):
+        tape.zero_grad()
+        loss = sc.scale(tape, tiga.sum(tiga.mul(tape.input(x), w)))
+        tape.backward(loss)
+        found = sc.unscale(tape)
+        tape.reset()
+        return found
+
+    good, bad = np.array([0.5, -0.25, 2.0]), np.array([0.5, np.nan, 2.0])
+    assert step(a, bad) and not step(a, good)
+    assert a.state() == (512.0, 1)
+    b.set_state(*a.state())
+    for x in (good, good, bad, good):
+        assert step(a, x) == step(b, x)
+        assert a.state() == b.state()
+    with pytest.raises(tiga.TigaError, match="growth_tracker"):
+        b.set_state(1.0, 5000)
+    with pytest.raises(tiga.TigaError, match="scale"):
+        b.set_state(0.0, 0)

@@ -468,6 +468,10 @@ class LossScaler:
         check_global(lib.tg_loss_scaler_state(self._h, C.byref(sc), C.byref(tr)))
         return sc.value, tr.value
 
+    def set_state(self, scale: float, growth_tracker: int) -> None:
+        """Restores a state() (a run resumed from a checkpoint keeps its scale)."""
+        check_global(lib.tg_loss_scaler_set_state(self._h, float(scale), int(growth_tracker)))
+
 
 def inject_host_alloc_failure(after: int) -> int:
     """Testing hook: this thread's host allocation after the next `after` fails once (< 0 disarms).
