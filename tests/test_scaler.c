@@ -1,6 +1,6 @@
-/* tg_loss_scaler_set_state: a scaler restored from another's state (a resumed run) goes on exactly
- * as the original does; bad states are refused and leave the scaler as it was. (Scaling, unscaling,
- * back-off and growth themselves: test_nonfinite.c.) Host runtime. */
+/* The dynamic loss scaler (issue 15): scaling, unscaling with found-inf, back-off and growth; and
+ * tg_loss_scaler_set_state: a scaler restored from another's state (a resumed run) goes on exactly
+ * as the original does, bad states are refused and leave the scaler as it was. Host runtime. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -90,4 +90,54 @@ Test(scaler, set_state_refuses_bad_states) {
   cr_expect_eq(tg_loss_scaler_set_state(NULL, 1, 0), TG_ERR_INVALID_ARGUMENT);
   cr_expect(strstr(tg_last_error(), "'scaler' is NULL") != NULL, "%s", tg_last_error());
   tg_loss_scaler_destroy(sc);
+}
+
+/* ------------------------------------------------------------ loss scaler */
+
+Test(scaler, scale_unscale_backoff_growth) {
+  tg_runtime *rt = ts_host_runtime();
+  tg_tape *t = ts_tape(rt);
+  tg_loss_scaler_options so;
+  tg_loss_scaler_options_init(&so);
+  cr_expect(so.init_scale == 65536 && so.growth_factor == 2 && so.backoff_factor == 0.5 && so.growth_interval == 2000);
+  so.init_scale = 1024;
+  so.growth_interval = 2;
+  tg_loss_scaler *sc = NULL;
+  cr_assert_eq(tg_loss_scaler_create(&so, &sc), TG_OK, "%s", tg_last_error());
+  float w0[3] = {1, 2, 3}, x[3] = {0.5f, -0.25f, 2}, xbad[3] = {0.5f, NAN, 2};
+  tg_id w = ts_param(t, TG_F32, 1, S3, w0);
+  tg_id xi = ts_input(t, TG_F32, 1, S3, x, 0);
+  double scale = 0, g[3];
+  int64_t tracker = -1;
+  for (int step = 0; step < 5; step++) {
+    tg_tape_zero_grad(t);
+    int bad = step == 2;
+    cr_assert_eq(tg_tape_write(t, xi, bad ? xbad : x, sizeof x), TG_OK);
+    tg_id L = tg_loss_scaler_scale(t, sc, tg_sum(t, tg_mul(t, xi, w)));
+    cr_assert_eq(tg_tape_backward(t, L), TG_OK, "%s", tg_tape_error(t));
+    int found = -1;
+    cr_assert_eq(tg_loss_scaler_unscale(t, sc, &found), TG_OK, "%s", tg_tape_error(t));
+    cr_expect_eq(found, bad, "step %d", step);
+    ts_read_grad(t, w, g, 3);
+    if (!bad)
+      for (int i = 0; i < 3; i++)
+        cr_expect_eq(g[i], x[i], "step %d: unscaled gradient %g, expected %g", step, g[i], x[i]);
+    tg_loss_scaler_state(sc, &scale, &tracker);
+    /* 1024 -> (2 clean) 2048 -> found-inf 1024 -> (2 clean) 2048 */
+    static const double want[5] = {1024, 2048, 1024, 1024, 2048};
+    cr_expect_eq(scale, want[step], "step %d: scale %g", step, scale);
+    tg_tape_reset(t);
+    xi = ts_input(t, TG_F32, 1, S3, x, 0);
+  }
+  tg_loss_scaler_destroy(sc);
+  /* bad options and arguments */
+  tg_loss_scaler_options_init(&so);
+  so.backoff_factor = 1;
+  cr_expect_eq(tg_loss_scaler_create(&so, &sc), TG_ERR_INVALID_ARGUMENT);
+  cr_expect(strstr(tg_last_error(), "backoff_factor") != NULL, "%s", tg_last_error());
+  cr_expect_eq(tg_loss_scaler_create(NULL, NULL), TG_ERR_INVALID_ARGUMENT);
+  cr_expect_eq(tg_loss_scaler_scale(t, NULL, xi), TG_NO_ID);
+  TS_EXPECT_STICKY(t, TG_ERR_INVALID_ARGUMENT, "scaler");
+  tg_tape_destroy(t);
+  tg_runtime_destroy(rt);
 }
