@@ -3,6 +3,7 @@
  * against PyTorch's results on the same inputs.
  *
  *   bench_edge_ops --graph DIR/radius_<size>.bin [--reps 20] [--warmup 5] [--providers fused,composed]
+ *                  [--only K]   (CONFIGS[K] alone, 0..3, for profilers)
  *   bench_edge_ops --check DIR [--providers fused,composed] [--device cuda|host]
  *
  * Workload (edge_attention_torch.py's): per edge e = (j -> i), s_e = leaky_relu([pos_j - pos_i | x_j | x_i]
@@ -260,7 +261,7 @@ done:
 
 int main(int argc, char **argv) {
   const char *path = NULL, *check = NULL, *provs = "fused,composed", *device = "cuda";
-  int reps = 20, warmup = 5;
+  int reps = 20, warmup = 5, only = -1; /* --only K: the timing of CONFIGS[K] alone (profiling) */
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--graph"))
       path = argv[i + 1];
@@ -274,14 +275,17 @@ int main(int argc, char **argv) {
       provs = argv[i + 1];
     else if (!strcmp(argv[i], "--device"))
       device = argv[i + 1];
+    else if (!strcmp(argv[i], "--only"))
+      only = atoi(argv[i + 1]);
     else
       path = NULL, check = NULL, i = argc;
   }
   tg_provider prov[3];
   const char *pname[3];
   int np = parse_providers(provs, prov, pname);
-  if ((!path == !check) || reps < 1 || warmup < 0 || !np) {
-    fprintf(stderr, "usage: bench_edge_ops --graph FILE [--reps 20] [--warmup 5] [--providers fused,composed]\n"
+  if ((!path == !check) || reps < 1 || warmup < 0 || !np || only < -1 || only > 3) {
+    fprintf(stderr, "usage: bench_edge_ops --graph FILE [--reps 20] [--warmup 5] [--providers fused,composed] "
+                    "[--only 0..3]\n"
                     "       bench_edge_ops --check DIR [--providers fused,composed|host] [--device cuda|host]\n");
     return 2;
   }
@@ -306,7 +310,7 @@ int main(int argc, char **argv) {
   } else {
     printf("%-44s %-9s %10s %10s\n", "tg_edge_attention fwd+bwd f32", "provider", "ms", "peak MiB");
     for (int c = 0; c < 4; c++)
-      for (int p = 0; p < np; p++) {
+      for (int p = 0; p < np && (only < 0 || c == only); p++) {
         work w = {rel, &g, CONFIGS[c][0], CONFIGS[c][1], CONFIGS[c][2], prov[p], {0}, {0}, 0};
         double ms, mib;
         /* the first run builds the relation's device form (CSR + transpose) */
