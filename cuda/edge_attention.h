@@ -77,6 +77,25 @@ tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc
                                        const tgc_edge_inputs *in, const void *out, const void *dout, const float *lse,
                                        const tgc_edge_grads *d, void *workspace, size_t workspace_bytes);
 
+/* The geometry fold (f32 only; ops/edge_attention.c uses it on CUDA_FUSED f32 calls with both
+ * feature products): wp^T (ps[j] - pd[i]) = wp^T ps[j] - wp^T pd[i], so the per-edge geometry term
+ * becomes per-node terms folded into U and V in place,
+ *   U[j, k] += sum_d wp[d, k] ps[j, d]   (j < nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq),
+ * and the edge launchers above then run with dim 0. (The pre-activation's rounding error grows
+ * with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32, dim 1..3, hid <= 128
+ * dividing 256. */
+tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps,
+                         const float *pd, const float *wp);
+/* Bytes of scratch cuda_edge_unfold needs for gwp (f64 partials). */
+size_t cuda_edge_unfold_workspace(int dim, int hid);
+/* The fold's backward from dU, dV (the gradients of the folded U, V; either may be NULL: zero):
+ *   gps[j, d] += sum_k wp[d, k] dU[j, k],   gpd[i, d] -= sum_k wp[d, k] dV[i, k],
+ *   gwp[d, k] += sum_j ps[j, d] dU[j, k] - sum_i pd[i, d] dV[i, k]   (f64 partials, fixed order)
+ * gps, gpd, gwp NULL = not wanted; gps == gpd is allowed (one position value on both sides). */
+tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV,
+                           const float *ps, const float *pd, const float *wp, float *gps, float *gpd, float *gwp,
+                           void *ws, size_t ws_bytes);
+
 #ifdef __cplusplus
 }
 #endif

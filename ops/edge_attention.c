@@ -7,7 +7,12 @@
  *                  [H, Nq], the backward recomputes a, z, s and p
  *   CUDA_FUSED     the same decomposition; the node runs cuda/edge_attention.h's kernels; saves lse
  *                  f32 [H, Nq] only (nothing of size E in either direction); sizes outside the
- *                  kernels' range are TG_ERR_UNSUPPORTED (AUTO picks CUDA_COMPOSED then)
+ *                  kernels' range are TG_ERR_UNSUPPORTED (AUTO picks CUDA_COMPOSED then). In f32
+ *                  with positions and both feature products, the geometry is folded into U and V
+ *                  in place (cuda_edge_fold: U += ps . wp, V -= pd . wp) and the edge kernels run
+ *                  without positions; the backward maps dU, dV back to the positions and wp
+ *                  (cuda_edge_unfold). TIGA_EA_FOLD=0 in the environment turns the fold off
+ *                  (benchmarks, tests of both paths).
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
@@ -24,6 +29,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { IN_U, IN_V, IN_PS, IN_PD, IN_FE, IN_VALUES, IN_W1, IN_B1, IN_W2, IN_B2, N_IN };
@@ -33,6 +39,7 @@ typedef struct ea_state {
   graph_state *g; /* relation, E / Nq / Nk, H / F, slope, dropout */
   int64_t hid, Fs, Fd, Fe;
   int dim;
+  bool fold;         /* CUDA_FUSED: geometry folded into U and V (the kernels see dim 0) */
   int8_t slot[N_IN]; /* node input index of each argument, -1 when absent */
 } ea_state;
 
@@ -47,7 +54,7 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && w > 0 && (size_t)w < cap)
-    snprintf(buf + w, cap - (size_t)w, " fused");
+    snprintf(buf + w, cap - (size_t)w, es->fold ? " fused geometry-folded" : " fused");
 }
 
 static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
@@ -82,7 +89,7 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
   return (tgc_edge_attn){.H = st->H,
                          .F = st->F,
                          .hid = es->hid,
-                         .dim = es->dim,
+                         .dim = es->fold ? 0 : es->dim,
                          .Fe = (int)es->Fe,
                          .dtype = dt,
                          .slope = (float)st->slope,
@@ -187,10 +194,6 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
 #ifdef TIGA_HAVE_CUDA
   const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
   if (!gy || !po || !gather_ptrs(t, n, es, true, true, &p)) return t->status;
-  /* per-source sums (dU, dvalues, dpos_src) walk the transpose */
-  bool per_source = p.grad[IN_U] || p.grad[IN_VALUES] || p.grad[IN_PS];
-  tgc_csr cg;
-  if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg)) return t->status;
   tgc_edge_inputs di = dev_inputs(es, &p, dt);
   tgc_edge_grads d = {.U = p.grad[IN_U],
                       .V = p.grad[IN_V],
@@ -203,23 +206,47 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
                       .b1 = p.grad[IN_B1],
                       .w2 = p.grad[IN_W2],
                       .b2 = p.grad[IN_B2]};
+  /* folded geometry: the kernels see dim 0; the positions' and wp's gradients come from dU, dV
+   * afterwards (scratch dU / dV when U or V itself wants none) */
+  float *gps = NULL, *gpd = NULL, *gwp = NULL;
+  if (es->fold) {
+    gps = d.ps, gpd = d.pd, gwp = d.wp;
+    d.ps = d.pd = NULL, d.wp = NULL;
+    char msg[TGI_MSG_CAP];
+    for (int side = 0; side < 2 && (gps || gpd || gwp); side++) {
+      void **g = side ? &d.V : &d.U;
+      if (*g) continue;
+      size_t bytes = (size_t)((side ? st->Nq : st->Nk) * es->hid) * sizeof(float);
+      if (!(*g = tgi_scratch_d(t, bytes))) return t->status;
+      tg_status zs = tgi_device_zero(tgi_dev(t), *g, bytes, msg);
+      if (zs) return tgi_fail(t, zs, "%s", msg), zs;
+    }
+  }
+  /* per-source sums (dU, dvalues, dpos_src) walk the transpose */
+  bool per_source = d.U || d.values || d.ps;
+  tgc_csr cg;
+  if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg)) return t->status;
   tgc_edge_attn a = dev_attn(es, dt);
   size_t wb = cuda_edge_attention_backward_workspace(&cg, &a);
-  void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
-  if (wb && !ws) return t->status;
+  size_t fb = gwp ? cuda_edge_unfold_workspace(es->dim, (int)es->hid) : 0;
+  void *ws = wb ? tgi_scratch_d(t, wb) : NULL, *fws = fb ? tgi_scratch_d(t, fb) : NULL;
+  if ((wb && !ws) || (fb && !fws)) return t->status;
   /* pos_src and pos_dst the same value: the kernels get distinct buffers (dpd into zeroed scratch,
    * added back after), whatever order they write them in */
-  float *gpd = NULL;
+  float *gpd2 = NULL;
   if (d.ps && d.ps == d.pd) {
     char msg[TGI_MSG_CAP];
-    size_t bytes = (size_t)(st->Nq * es->dim) * sizeof *gpd;
-    if (!(gpd = tgi_scratch_d(t, bytes))) return t->status;
-    tg_status zs = tgi_device_zero(tgi_dev(t), gpd, bytes, msg);
+    size_t bytes = (size_t)(st->Nq * es->dim) * sizeof *gpd2;
+    if (!(gpd2 = tgi_scratch_d(t, bytes))) return t->status;
+    tg_status zs = tgi_device_zero(tgi_dev(t), gpd2, bytes, msg);
     if (zs) return tgi_fail(t, zs, "%s", msg), zs;
-    d.pd = gpd;
+    d.pd = gpd2;
   }
   tg_status s = cuda_edge_attention_backward(TGI_STREAM(t), &cg, &a, &di, po, gy, n->saved, &d, ws, wb);
-  if (!s && gpd) s = cuda_cols(TGI_STREAM(t), TG_F32, st->Nq, es->dim, gpd, es->dim, 0, d.ps, es->dim, 0, 1);
+  if (!s && gpd2) s = cuda_cols(TGI_STREAM(t), TG_F32, st->Nq, es->dim, gpd2, es->dim, 0, d.ps, es->dim, 0, 1);
+  if (!s && es->fold && (gps || gpd || gwp))
+    s = cuda_edge_unfold(TGI_STREAM(t), st->Nk, st->Nq, es->dim, (int)es->hid, d.U, d.V, p.in[IN_PS], p.in[IN_PD],
+                         (const float *)w1_block(es, p.in[IN_W1], z, false), gps, gpd, gwp, fws, fb);
   if (s) tgi_fail_cuda(t, s, "fused edge attention backward");
   return s;
 #else
@@ -430,6 +457,10 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     st->seed = t->seed, st->call = t->rng_calls++;
     if (t->grad_enabled) st->keep = o.dropout_keep;
   }
+  /* f32 FUSED with positions and both feature products: fold the geometry into U and V */
+  const char *fe_env = getenv("TIGA_EA_FOLD");
+  es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] &&
+             !(fe_env && !strcmp(fe_env, "0"));
   /* the per-node feature products, recorded under the tape's provider */
   const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
   tg_id U = a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
@@ -477,6 +508,13 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     void *po = tgi_write_d(t, out);
     float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nl * sizeof *pl);
     if (!po || !pl || !tgi_rel_dev_csr(t, st->rel, false, &cg)) return TG_NO_ID;
+    if (es->fold) { /* U and V are this call's own products, read by this node alone */
+      float *Uw = tgi_write_d(t, a[IN_U]), *Vw = tgi_write_d(t, a[IN_V]);
+      if (!Uw || !Vw) return TG_NO_ID;
+      tg_status fs = cuda_edge_fold(TGI_STREAM(t), st->Nk, st->Nq, es->dim, (int)es->hid, Uw, Vw, ptr.in[IN_PS],
+                                    ptr.in[IN_PD], (const float *)w1_block(es, ptr.in[IN_W1], sizeof(float), false));
+      if (fs) return tgi_fail_cuda(t, fs, "edge attention geometry fold"), TG_NO_ID;
+    }
     tgc_edge_inputs di = dev_inputs(es, &ptr, dt);
     tgc_edge_attn da = dev_attn(es, dt);
     tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);

@@ -3,7 +3,9 @@
  * (not through the U / V decomposition the op uses), on graphs built here with empty rows and a
  * hub row; gradcheck in f64 for every input; f32 against f64; attention dropout against tiga.h's
  * rule; a square graph with the same value passed twice; lse_out; errors; explain. Then the CUDA
- * providers (FUSED, COMPOSED) against HOST f64 (these skip without a GPU). */
+ * providers (FUSED, COMPOSED) against HOST f64, FUSED with its geometry folded into U / V and not
+ * (these skip without a GPU). */
+#define _POSIX_C_SOURCE 200809L /* setenv: TIGA_EA_FOLD=0 in one test */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +238,7 @@ typedef struct ea_cfg {
   tg_dtype dt, pdt; /* features / weights (f16 / bf16: f32 leaves cast on the tape), positions */
   uint64_t seed;    /* tape seed (dropout) */
   int grad;         /* run backward from sum(y * R) */
+  unsigned frozen;  /* bit k: argument k's leaf without requires_grad (no gradient read) */
 } ea_cfg;
 
 typedef struct ea_run {
@@ -269,7 +272,7 @@ static void make_leaves(tg_tape *t, const ea_cfg *f, const ea_case *c, const ea_
     }
     tg_dtype ldt = k == PS || k == PD ? f->pdt : f->dt == TG_F64 ? TG_F64 : TG_F32;
     void *buf = ts_convert(d->in[k], (size_t)d->cnt[k], ldt);
-    leaf[k] = ts_input(t, ldt, d->nd[k], d->sh[k], buf, TG_REQUIRES_GRAD);
+    leaf[k] = ts_input(t, ldt, d->nd[k], d->sh[k], buf, (f->frozen >> k) & 1u ? 0 : TG_REQUIRES_GRAD);
     free(buf);
     arg[k] = ldt == f->dt || k == PS || k == PD ? leaf[k] : tg_cast(t, leaf[k], f->dt);
   }
@@ -306,7 +309,7 @@ static void run_tape(tg_runtime *rt, const ea_cfg *f, const ea_case *c, const ea
     tg_id loss = tg_sum(t, tg_mul(t, y32, R));
     cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "backward: %s", tg_tape_error(t));
     for (int k = 0; k < NARG; k++) {
-      if (leaf[k] == TG_ABSENT) continue;
+      if (leaf[k] == TG_ABSENT || ((f->frozen >> k) & 1u)) continue;
       r->g[k] = malloc((size_t)(d->cnt[k] > 0 ? d->cnt[k] : 1) * sizeof(double));
       ts_read_grad(t, leaf[k], r->g[k], d->cnt[k]);
     }
@@ -405,12 +408,12 @@ Test(edge_attention, host_matches_reference_f64_and_f32) {
     char what[256], cs[200];
     case_str(c, &g, cs, sizeof cs);
     ea_run r;
-    ea_cfg f64 = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+    ea_cfg f64 = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
     run_tape(rt, &f64, c, &g, &d, &r);
     snprintf(what, sizeof what, "HOST f64 (%s)", cs);
     expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-10, 1e-12);
     run_free(&r);
-    ea_cfg f32 = {TG_PROVIDER_HOST, TG_F32, TG_F32, seed, 1};
+    ea_cfg f32 = {TG_PROVIDER_HOST, TG_F32, TG_F32, seed, 1, 0};
     run_tape(rt, &f32, c, &g, &d, &r);
     snprintf(what, sizeof what, "HOST f32 (%s)", cs);
     expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-4, 1e-5);
@@ -426,7 +429,7 @@ Test(edge_attention, host_matches_reference_f64_and_f32) {
       d2.in[PS] = ps, d2.in[PD] = pd;
       ea_ref ref2;
       ref_of(c, &g, &d2, seed, 0, &ref2);
-      ea_cfg mixed = {TG_PROVIDER_HOST, TG_F64, TG_F32, seed, 1};
+      ea_cfg mixed = {TG_PROVIDER_HOST, TG_F64, TG_F32, seed, 1, 0};
       run_tape(rt, &mixed, c, &g, &d2, &r);
       snprintf(what, sizeof what, "HOST f64 with f32 positions (%s)", cs);
       expect_run(what, c, &d2, &r, ref2.y, ref2.lse, ref2.g, 1e-6, 1e-6);
@@ -538,7 +541,7 @@ Test(edge_attention, dropout_is_the_graph_rule_counter_advances_no_grad_is_off) 
   tg_relation *rel = graph_rel(rt, &g);
   const uint64_t seed = 0xdecafbad;
   tg_tape_set_seed(t, seed);
-  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 0};
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 0, 0};
   tg_id leaf[NARG], arg[NARG];
   make_leaves(t, &f, &c, &d, leaf, arg);
   const int64_t ny = d.cnt[NARG];
@@ -583,7 +586,7 @@ Test(edge_attention, relation_without_edges_gives_zero) {
   data_init(&d, &c, &g, 5);
   tg_runtime *rt = ts_host_runtime();
   ea_run r;
-  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, 1, 1};
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, 1, 1, 0};
   run_tape(rt, &f, &c, &g, &d, &r);
   for (int64_t i = 0; i < d.cnt[NARG]; i++)
     cr_expect_eq(r.y[i], 0.0);
@@ -914,14 +917,23 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     data_init(&d, c, &g, 2000 + 10 * n);
     const uint64_t seed = 0xc0de + n;
     ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
     run_tape(hrt, &hf, c, &g, &d, &h);
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
-    for (int q = 0; q < 2; q++) {
-      ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1};
+    /* f32 with positions and both feature products: FUSED folds the geometry into U and V;
+     * q = 2 runs it again unfolded (TIGA_EA_FOLD=0), so the kernels' geometry path is checked too */
+    const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0;
+    for (int q = 0; q < 2 + foldable; q++) {
+      ea_cfg cf = {provs[q % 2], TG_F32, TG_F32, seed, 1, 0};
+      if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
       run_tape(crt, &cf, c, &g, &d, &r);
-      snprintf(what, sizeof what, "%s f32 vs HOST f64 (%s)", tg_provider_name(provs[q]), cs);
+      unsetenv("TIGA_EA_FOLD");
+      snprintf(what, sizeof what, "%s%s f32 vs HOST f64 (%s)", tg_provider_name(provs[q % 2]),
+               q == 2               ? " unfolded"
+               : q == 0 && foldable ? " folded"
+                                    : "",
+               cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
       run_free(&r);
     }
@@ -929,6 +941,43 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     data_free(&d);
     graph_free(&g);
   }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* The folded geometry's backward when U / V want no gradient of their own (x and w1 frozen: dU, dV
+ * go to scratch), when only w1 wants one (dwp from the f64 partials), and with positions far from
+ * the origin (the fold's rounding grows with |pos|: the bound below is the documented one). */
+Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  const ea_case c = {.dim = 3, .Fs = 6, .Fd = 5, .hid = 16, .H = 2, .F = 3, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
+  ea_graph g = graph_random(203, 190, 0.04, 77);
+  const unsigned all = (1u << NARG) - 1;
+  const unsigned frozen[3] = {all & ~((1u << PS) | (1u << PD)), all & ~(1u << W1), 0};
+  for (int v = 0; v < 4; v++) {
+    ea_data d;
+    data_init(&d, &c, &g, 900 + (uint64_t)v);
+    if (v == 3) /* positions around (40, -25, 10), displacements of order 1 */
+      for (int k = PS; k <= PD; k++)
+        for (int64_t e = 0; e < d.cnt[k]; e++)
+          d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
+    const unsigned fz = frozen[v < 3 ? v : 2];
+    ea_run h, r;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz}, cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz};
+    run_tape(hrt, &hf, &c, &g, &d, &h);
+    run_tape(crt, &cf, &c, &g, &d, &r);
+    char what[96];
+    snprintf(what, sizeof what, "folded, %s",
+             v == 0   ? "positions alone want gradients"
+             : v == 1 ? "w1 alone"
+             : v == 2 ? "everything"
+                      : "|pos| ~ 40");
+    /* |pos| ~ 40: pre-activation error ~ eps |pos| |wp| (~40x the unit-cube case) */
+    expect_run(what, &c, &d, &r, h.y, h.lse, h.g, v == 3 ? 2e-3 : 1e-4, v == 3 ? 2e-4 : 1e-5);
+    for (int k = 0; k < NARG; k++)
+      cr_expect(!((fz >> k) & 1u) || !r.g[k], "%s: frozen argument %d has no gradient read", what, k);
+    run_free(&r), run_free(&h), data_free(&d);
+  }
+  graph_free(&g);
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
 }
 
@@ -962,9 +1011,9 @@ Test(edge_attention_cuda, bf16_fused_matches_bf16_composed) {
     data_rounded(&d, &d0, TG_BF16);
     const uint64_t seed = 0xbf16 + n;
     ea_run h, rf, rc;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
-    ea_cfg ff = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1};
-    ea_cfg cf = {TG_PROVIDER_CUDA_COMPOSED, TG_BF16, TG_F32, seed, 1};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    ea_cfg ff = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1, 0};
+    ea_cfg cf = {TG_PROVIDER_CUDA_COMPOSED, TG_BF16, TG_F32, seed, 1, 0};
     run_tape(hrt, &hf, c, &g, &d, &h);
     run_tape(crt, &ff, c, &g, &d, &rf);
     run_tape(crt, &cf, c, &g, &d, &rc);
@@ -1000,14 +1049,14 @@ Test(edge_attention_cuda, dropout_masks_equal_across_providers) {
   data_init(&d, &c, &g, 4000);
   const uint64_t seed = 0xfeed;
   ea_run h, r;
-  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1};
+  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
   run_tape(hrt, &hf, &c, &g, &d, &h);
   ea_ref ref;
   ref_of(&c, &g, &d, seed, 0, &ref);
   expect_close("HOST keep 0.5 vs the rule", "out", h.y, ref.y, d.cnt[NARG], 1e-10, 1e-12);
   const tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
   for (int q = 0; q < 2; q++) {
-    ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1};
+    ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1, 0};
     run_tape(crt, &cf, &c, &g, &d, &r);
     char what[64];
     snprintf(what, sizeof what, "%s keep 0.5 vs HOST", tg_provider_name(provs[q]));
@@ -1027,7 +1076,7 @@ static tg_tape *cuda_call(tg_runtime *rt, tg_relation *rel, tg_provider p, const
                           tg_dtype dt, tg_id *y, size_t *before) {
   tg_tape *t = ts_tape(rt);
   tg_tape_set_provider(t, p, NULL);
-  ea_cfg f = {p, dt, TG_F32, 1, 0};
+  ea_cfg f = {p, dt, TG_F32, 1, 0, 0};
   tg_id leaf[NARG], arg[NARG];
   make_leaves(t, &f, c, d, leaf, arg);
   tg_tape_stats(t, before, NULL);
@@ -1072,7 +1121,7 @@ Test(edge_attention_cuda, unsupported_sizes_fail_on_fused_and_auto_picks_compose
     tg_tape_destroy(t);
     if (dt == TG_F32) { /* and it computes the op */
       ea_run h, r;
-      ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1}, af = {TG_PROVIDER_AUTO, TG_F32, TG_F32, 5, 1};
+      ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, 0}, af = {TG_PROVIDER_AUTO, TG_F32, TG_F32, 5, 1, 0};
       run_tape(hrt, &hf, c, &g, &d, &h);
       run_tape(crt, &af, c, &g, &d, &r);
       char w[64];
@@ -1106,7 +1155,8 @@ Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
     cr_log_info("%s", buf);
     snprintf(want, sizeof want, " saved=%lld ", (long long)(c.H * g.nq * 4));
     const char *line = strstr(buf, "edge_attention");
-    cr_expect(line && strstr(line, want) && strstr(line, " fused"), "%s: FUSED saves lse f32 [H, Nq] (%s): %s",
+    cr_expect(line && strstr(line, want) && strstr(line, " fused geometry-folded"),
+              "%s: FUSED (geometry folded: f32, positions, x_src and x_dst) saves lse f32 [H, Nq] (%s): %s",
               tg_provider_name(ps[q]), want, buf);
     tg_tape_destroy(t);
   }
