@@ -4,6 +4,7 @@
  *
  *   bench_edge_ops --graph DIR/radius_<size>.bin [--reps 20] [--warmup 5] [--providers fused,composed]
  *                  [--only K]   (CONFIGS[K] alone, 0..3, for profilers)
+ *                  [--variant nopos|nob1|nopos,nob1]   (experiments: no geometry / no b1)
  *   bench_edge_ops --check DIR [--providers fused,composed] [--device cuda|host]
  *
  * Workload (edge_attention_torch.py's): per edge e = (j -> i), s_e = leaky_relu([pos_j - pos_i | x_j | x_i]
@@ -68,6 +69,10 @@ static void fill(float *x, size_t n, uint64_t seed, double scale) {
 
 enum { X, W1, B1, W2, B2, GO, POS, NLEAF };
 
+/* --variant (developer experiments, not the issue's workload): "nopos" records the call without
+ * geometry (pos TG_ABSENT, w1 without its 3 geometry rows), "nob1" without b1; both: "nopos,nob1". */
+static int g_nopos, g_nob1;
+
 typedef struct work {
   const tg_relation *rel;
   const graph *g;
@@ -80,7 +85,8 @@ typedef struct work {
 
 static void leaf_shape(const work *w, int k, int *nd, int64_t s[2]) {
   const int64_t n = w->g->n, f = w->fin, h = w->hid;
-  const int64_t shapes[NLEAF][2] = {{n, f}, {3 + 2 * f, h}, {h, 0}, {h, w->H}, {w->H, 0}, {n, f}, {n, 3}};
+  const int64_t shapes[NLEAF][2] = {{n, f}, {(g_nopos ? 0 : 3) + 2 * f, h}, {h, 0}, {h, w->H}, {w->H, 0}, {n, f},
+                                    {n, 3}};
   s[0] = shapes[k][0], s[1] = shapes[k][1];
   *nd = s[1] ? 2 : 1;
 }
@@ -115,8 +121,8 @@ static int step(work *w, tg_tape *t) {
   tg_id v = tg_reshape(t, id[X], 3, s3), go = tg_reshape(t, id[GO], 3, s3);
   tg_provider prev; /* only the attention node under the provider asked for */
   tg_tape_set_provider(t, w->provider, &prev);
-  w->out =
-      tg_edge_attention(t, w->rel, id[POS], id[POS], id[X], id[X], TG_ABSENT, v, id[W1], id[B1], id[W2], id[B2], NULL);
+  w->out = tg_edge_attention(t, w->rel, g_nopos ? TG_ABSENT : id[POS], g_nopos ? TG_ABSENT : id[POS], id[X], id[X],
+                             TG_ABSENT, v, id[W1], g_nob1 ? TG_ABSENT : id[B1], id[W2], id[B2], NULL);
   tg_tape_set_provider(t, prev, NULL);
   if (tg_tape_status(t) || tg_tape_backward_with(t, w->out, go)) {
     printf("FAIL H=%d f_in=%d hidden=%d provider %s: %s\n", w->H, w->fin, w->hid, tg_provider_name(w->provider),
@@ -277,6 +283,8 @@ int main(int argc, char **argv) {
       device = argv[i + 1];
     else if (!strcmp(argv[i], "--only"))
       only = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--variant"))
+      g_nopos = strstr(argv[i + 1], "nopos") != NULL, g_nob1 = strstr(argv[i + 1], "nob1") != NULL;
     else
       path = NULL, check = NULL, i = argc;
   }
