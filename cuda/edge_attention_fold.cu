@@ -8,7 +8,7 @@
 namespace {
 
 constexpr int kFoldThreads = 256;
-constexpr int kUnfoldBlocks = 132; // fixed: the partials' order does not depend on the device
+constexpr int kUnfoldBlocks = 2048; // fixed: the partials' order does not depend on the device
 constexpr int kMaxFoldDim = 3, kMaxFoldHid = 128;
 
 // U[j, k] += sum_d wp[d, k] ps[j, d] (rows j < nk), then V[i, k] -= sum_d wp[d, k] pd[i, d] (rows
@@ -32,102 +32,94 @@ __global__ void k_fold(int64_t nk, int64_t nq, int dim, int hid, int sh, float *
   }
 }
 
-// Per node n: gps[n, d] += sum_k wp[d, k] dU[n, k] (n < nk), gpd[n, d] -= sum_k wp[d, k] dV[n, k]
-// (n < nq). Thread (row, unit) as k_fold; the unit sums go by a fixed butterfly within the warp,
-// then (hid > 32) the warps of a row in order. The row's unit-0 thread writes both sides in turn,
-// so gps == gpd (one position value on both sides) is safe.
-__global__ void k_unfold_pos(int64_t nk, int64_t nq, int dim, int hid, int sh, const float *dU, const float *dV,
-                             const float *wp, float *gps, float *gpd) {
+// The fold's backward in one pass over dU and dV. Block b owns a fixed contiguous node range (the
+// grid is fixed: the partials' order does not depend on the device) and walks it in tiles of kTile
+// nodes, each side's rows staged in shared memory:
+//   positions: thread n of the tile: gps[n, d] += sum_k wp[d, k] dU[n, k], then gpd[n, d] -=
+//     sum_k wp[d, k] dV[n, k] (one thread both sides in turn, so gps == gpd is safe);
+//   wp: thread (d, k): sum over the tile's nodes of ps[n, d] dU[n, k] - pd[n, d] dV[n, k], in f64 (the
+//     two sums are of |pos| size and cancel to |ps - pd| size), node order; part[b, d, k] at the end.
+constexpr int kTile = 64;
+__global__ void __launch_bounds__(kFoldThreads)
+    k_unfold(int64_t nk, int64_t nq, int dim, int hid, int sh, const float *dU, const float *dV, const float *ps,
+             const float *pd, const float *wp, float *gps, float *gpd, double *part) {
+  extern __shared__ float sm[]; // [kTile][hid + 1] rows, then [kTile][kMaxFoldDim] positions
   __shared__ float w[kMaxFoldDim * kMaxFoldHid];
-  __shared__ float red[2][kMaxFoldDim][kFoldThreads / 32];
+  float *rows = sm, *pos = sm + kTile * (hid + 1);
   for (int t = threadIdx.x; t < dim * hid; t += blockDim.x)
-    w[t] = wp[t];
-  __syncthreads();
-  const int k = (int)threadIdx.x & (hid - 1), rpb = kFoldThreads >> sh, lane = (int)threadIdx.x & 31;
-  const int width = hid < 32 ? hid : 32;
-  const int64_t nmax = nk > nq ? nk : nq;
-  for (int64_t base = (int64_t)blockIdx.x * rpb; base < nmax; base += (int64_t)gridDim.x * rpb) {
-    const int64_t n = base + (threadIdx.x >> sh); // every thread takes part in the shuffles
-    float r[2][kMaxFoldDim];
-    for (int side = 0; side < 2; ++side) {
-      const float *g = side ? dV : dU;
-      const float v = g && n < (side ? nq : nk) ? g[n * hid + k] : 0.f;
-#pragma unroll
-      for (int d = 0; d < kMaxFoldDim; ++d) {
-        float x = d < dim ? w[d * hid + k] * v : 0.f;
-        for (int o = width >> 1; o; o >>= 1)
-          x += __shfl_xor_sync(0xffffffffu, x, o);
-        r[side][d] = x;
-      }
-    }
-    if (hid > 32) { // combine the row's warps in order
-      if (lane == 0)
-        for (int side = 0; side < 2; ++side)
-          for (int d = 0; d < dim; ++d)
-            red[side][d][threadIdx.x >> 5] = r[side][d];
-      __syncthreads();
-      if (k == 0)
-        for (int side = 0; side < 2; ++side)
-          for (int d = 0; d < dim; ++d) {
-            float s = 0.f;
-            for (int q = 0; q < hid / 32; ++q)
-              s += red[side][d][(threadIdx.x >> 5) + q];
-            r[side][d] = s;
-          }
-      __syncthreads();
-    }
-    if (k == 0)
-      for (int d = 0; d < dim; ++d) {
-        if (gps && n < nk) gps[n * dim + d] += r[0][d];
-        if (gpd && n < nq) gpd[n * dim + d] -= r[1][d];
-      }
-  }
-}
-
-// Block b's partial of dwp[d, k] = sum_n ps[n, d] dU[n, k] - sum_n pd[n, d] dV[n, k] over its
-// fixed node range; thread (row group q, unit k) sums rows q, q + RG, ... in order, then the row
-// groups are added in order. In f64: the two sums are of |pos| size and cancel to |ps - pd| size
-// (the per-edge form sums the small differences directly).
-__global__ void k_unfold_w(int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV, const float *ps,
-                           const float *pd, double *part) {
-  __shared__ double red[kFoldThreads * kMaxFoldDim];
-  const int RG = kFoldThreads / hid, q = (int)threadIdx.x / hid, k = (int)threadIdx.x % hid;
+    w[t] = wp ? wp[t] : 0.f;
   const int64_t nmax = nk > nq ? nk : nq, per = (nmax + gridDim.x - 1) / gridDim.x;
   const int64_t n0 = (int64_t)blockIdx.x * per, n1 = n0 + per < nmax ? n0 + per : nmax;
-  double acc[kMaxFoldDim] = {0.0, 0.0, 0.0};
-  if (q < RG)
-    for (int64_t n = n0 + q; n < n1; n += RG) {
-      if (dU && n < nk) {
-        const double v = dU[n * hid + k];
-        for (int d = 0; d < dim; ++d)
-          acc[d] = fma((double)ps[n * dim + d], v, acc[d]);
+  constexpr int kPairs = (kMaxFoldDim * kMaxFoldHid + kFoldThreads - 1) / kFoldThreads;
+  double acc[kPairs];
+#pragma unroll
+  for (int q = 0; q < kPairs; ++q)
+    acc[q] = 0.0;
+  for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
+    const int tn = (int)(n1 - t0 < kTile ? n1 - t0 : kTile);
+    float r[kMaxFoldDim] = {0.f, 0.f, 0.f}; // the thread's node: side 0's position gradient
+    for (int side = 0; side < 2; ++side) {
+      const float *g = side ? dV : dU, *p = side ? pd : ps;
+      const int64_t lim = side ? nq : nk;
+      const int valid = g ? (int)(lim - t0 < tn ? (lim - t0 > 0 ? lim - t0 : 0) : tn) : 0;
+      __syncthreads(); // the previous side's readers are done
+      for (int e = threadIdx.x; e < tn * hid; e += blockDim.x) {
+        const int n = e >> sh, k = e & (hid - 1);
+        rows[n * (hid + 1) + k] = n < valid ? g[(t0 + n) * hid + k] : 0.f;
       }
-      if (dV && n < nq) {
-        const double v = dV[n * hid + k];
+      for (int e = threadIdx.x; e < tn * dim; e += blockDim.x)
+        pos[e] = part && p && e / dim < valid ? p[t0 * dim + e] : 0.f;
+      __syncthreads();
+      const int n = (int)threadIdx.x;
+      if (n < valid && (side ? gpd : gps)) {
+        float x[kMaxFoldDim] = {0.f, 0.f, 0.f};
+        for (int k = 0; k < hid; ++k) {
+          const float v = rows[n * (hid + 1) + k];
+          for (int d = 0; d < dim; ++d)
+            x[d] = fmaf(w[d * hid + k], v, x[d]);
+        }
         for (int d = 0; d < dim; ++d)
-          acc[d] = fma(-(double)pd[n * dim + d], v, acc[d]);
+          if (side)
+            gpd[(t0 + n) * dim + d] -= x[d];
+          else
+            r[d] = x[d];
       }
+      if (side == 1 && n < tn && gps && t0 + n < nk) // side 0's, after side 1's (gps == gpd: one thread)
+        for (int d = 0; d < dim; ++d)
+          gps[(t0 + n) * dim + d] += r[d];
+      if (part)
+#pragma unroll
+        for (int q = 0; q < kPairs; ++q) {
+          const int t = (int)threadIdx.x + q * kFoldThreads;
+          if (t >= dim * hid) break;
+          const int d = t / hid, k = t - d * hid;
+          double a = acc[q];
+          for (int m = 0; m < valid; ++m) {
+            const double v = (double)pos[m * dim + d] * (double)rows[m * (hid + 1) + k];
+            a = side ? a - v : a + v;
+          }
+          acc[q] = a;
+        }
     }
-  for (int d = 0; d < dim; ++d)
-    red[d * kFoldThreads + threadIdx.x] = acc[d];
-  __syncthreads();
-  for (int t = threadIdx.x; t < dim * hid; t += blockDim.x) {
-    const int d = t / hid, kk = t % hid;
-    double s = 0.0;
-    for (int g = 0; g < RG; ++g)
-      s += red[d * kFoldThreads + g * hid + kk];
-    part[(int64_t)blockIdx.x * dim * hid + t] = s;
   }
+  if (part)
+#pragma unroll
+    for (int q = 0; q < kPairs; ++q) {
+      const int t = (int)threadIdx.x + q * kFoldThreads;
+      if (t < dim * hid) part[(int64_t)blockIdx.x * dim * hid + t] = acc[q];
+    }
 }
 
-// gwp[t] += sum_b part[b, t], in block order.
+// gwp[t] += sum_b part[b, t]: a warp per t, lane l sums b = l, l + 32, ... then a fixed butterfly.
 __global__ void k_unfold_wsum(int nparts, int nt, const double *part, float *gwp) {
-  const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
-  if (t >= nt) return;
+  const int t = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = (int)threadIdx.x & 31;
+  if (t >= nt) return; // warp-uniform
   double s = 0.0;
-  for (int b = 0; b < nparts; ++b)
+  for (int b = lane; b < nparts; b += 32)
     s += part[(int64_t)b * nt + t];
-  gwp[t] = (float)((double)gwp[t] + s);
+  for (int o = 16; o; o >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) gwp[t] = (float)((double)gwp[t] + s);
 }
 
 bool fold_sizes_ok(const char *op, int64_t nk, int64_t nq, int dim, int hid) {
@@ -175,21 +167,21 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
     return TG_ERR_INVALID_ARGUMENT;
   }
   const int64_t nmax = nk > nq ? nk : nq;
-  if ((gps || gpd) && nmax > 0) {
-    k_unfold_pos<<<grid_for(nmax * hid), kFoldThreads, 0, s>>>(nk, nq, dim, hid, __builtin_ctz((unsigned)hid), dU, dV,
-                                                               wp, gps, gpd);
-    TGC_LAUNCHED("edge_attention_unfold_pos");
+  const bool wgrad = gwp && (dU || dV);
+  if (wgrad && (!ws || ws_bytes < cuda_edge_unfold_workspace(dim, hid))) {
+    tgc_set_error("cuda_edge_unfold: workspace of %zu bytes, needs %zu", ws_bytes,
+                  cuda_edge_unfold_workspace(dim, hid));
+    return TG_ERR_INVALID_ARGUMENT;
   }
-  if (gwp && (dU || dV)) {
-    if (!ws || ws_bytes < cuda_edge_unfold_workspace(dim, hid)) {
-      tgc_set_error("cuda_edge_unfold: workspace of %zu bytes, needs %zu", ws_bytes,
-                    cuda_edge_unfold_workspace(dim, hid));
-      return TG_ERR_INVALID_ARGUMENT;
-    }
-    double *part = static_cast<double *>(ws);
-    k_unfold_w<<<kUnfoldBlocks, kFoldThreads, 0, s>>>(nk, nq, dim, hid, dU, dV, ps, pd, part);
-    TGC_LAUNCHED("edge_attention_unfold_w");
-    k_unfold_wsum<<<(unsigned)((dim * hid + 127) / 128), 128, 0, s>>>(kUnfoldBlocks, dim * hid, part, gwp);
+  if (nmax == 0 || (!gps && !gpd && !wgrad)) return TG_OK;
+  double *part = wgrad ? static_cast<double *>(ws) : nullptr;
+  const size_t smem = sizeof(float) * (size_t)kTile * (size_t)(hid + 1 + kMaxFoldDim);
+  k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, __builtin_ctz((unsigned)hid), dU, dV, ps, pd, wp,
+                                                     gps, gpd, part);
+  TGC_LAUNCHED("edge_attention_unfold");
+  if (wgrad) {
+    const int nt = dim * hid;
+    k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kUnfoldBlocks, nt, part, gwp);
     TGC_LAUNCHED("edge_attention_unfold_wsum");
   }
   return TG_OK;

@@ -8,7 +8,7 @@
  *   CUDA_FUSED     the same decomposition; the node runs cuda/edge_attention.h's kernels; saves lse
  *                  f32 [H, Nq] only (nothing of size E in either direction); sizes outside the
  *                  kernels' range are TG_ERR_UNSUPPORTED (AUTO picks CUDA_COMPOSED then). In f32
- *                  with positions and both feature products, the geometry is folded into U and V
+ *                  at hidden 16 with positions and both feature products, the geometry is folded into U and V
  *                  in place (cuda_edge_fold: U += ps . wp, V -= pd . wp) and the edge kernels run
  *                  without positions; the backward maps dU, dV back to the positions and wp
  *                  (cuda_edge_unfold). TIGA_EA_FOLD=0 in the environment turns the fold off
@@ -457,9 +457,12 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     st->seed = t->seed, st->call = t->rng_calls++;
     if (t->grad_enabled) st->keep = o.dropout_keep;
   }
-  /* f32 FUSED with positions and both feature products: fold the geometry into U and V */
+  /* f32 FUSED at hidden 16 with positions and both feature products: fold the geometry into U and
+   * V. Measured (bench/records/run_s9f.sh, run_s9g.sh): 3-6 % off the step at hidden 16 (the edge
+   * kernels lose 15 % of their time, the fold and unfold cost most of the rest back), 1-3 % slower
+   * at hidden 64, so hidden 16 only. */
   const char *fe_env = getenv("TIGA_EA_FOLD");
-  es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] &&
+  es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));
   /* the per-node feature products, recorded under the tape's provider */
   const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;

@@ -889,7 +889,7 @@ static const ea_case CUDA_CASES[] = {
      .Fs = 8,
      .Fd = 8,
      .Fe = 0,
-     .hid = 32,
+     .hid = 16, /* folded, with one position value on both sides */
      .H = 4,
      .F = 16,
      .b1 = 1,
@@ -921,9 +921,9 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     run_tape(hrt, &hf, c, &g, &d, &h);
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
-    /* f32 with positions and both feature products: FUSED folds the geometry into U and V;
+    /* f32 at hidden 16 with positions and both feature products: FUSED folds the geometry into U, V;
      * q = 2 runs it again unfolded (TIGA_EA_FOLD=0), so the kernels' geometry path is checked too */
-    const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0;
+    const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0 && c->hid == 16;
     for (int q = 0; q < 2 + foldable; q++) {
       ea_cfg cf = {provs[q % 2], TG_F32, TG_F32, seed, 1, 0};
       if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
@@ -1139,7 +1139,7 @@ Test(edge_attention_cuda, unsupported_sizes_fail_on_fused_and_auto_picks_compose
 Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
   tg_runtime *crt = ts_cuda_runtime_or_skip();
   const ea_case c = {
-      .dim = 3, .Fs = 4, .Fd = 4, .Fe = 16, .hid = 32, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
+      .dim = 3, .Fs = 4, .Fd = 4, .Fe = 16, .hid = 16, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
   ea_graph g = graph_random(37, 41, 0.2, 12);
   tg_relation *rel = graph_rel(crt, &g);
   ea_data d;
@@ -1156,7 +1156,7 @@ Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
     snprintf(want, sizeof want, " saved=%lld ", (long long)(c.H * g.nq * 4));
     const char *line = strstr(buf, "edge_attention");
     cr_expect(line && strstr(line, want) && strstr(line, " fused geometry-folded"),
-              "%s: FUSED (geometry folded: f32, positions, x_src and x_dst) saves lse f32 [H, Nq] (%s): %s",
+              "%s: FUSED (geometry folded: f32, hidden 16, positions, x_src and x_dst) saves lse f32 [H, Nq] (%s): %s",
               tg_provider_name(ps[q]), want, buf);
     tg_tape_destroy(t);
   }
