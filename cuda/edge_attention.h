@@ -77,8 +77,8 @@ tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc
                                        const tgc_edge_inputs *in, const void *out, const void *dout, const float *lse,
                                        const tgc_edge_grads *d, void *workspace, size_t workspace_bytes);
 
-/* The geometry fold (f32 only; ops/edge_attention.c uses it on CUDA_FUSED f32 calls with both
- * feature products): wp^T (ps[j] - pd[i]) = wp^T ps[j] - wp^T pd[i], so the per-edge geometry term
+/* The geometry fold (f32 only; ops/edge_attention.c uses it on CUDA_FUSED f32 calls at hidden 16
+ * with both feature products, where it measured faster): wp^T (ps[j] - pd[i]) = wp^T ps[j] - wp^T pd[i], so the per-edge geometry term
  * becomes per-node terms folded into U and V in place,
  *   U[j, k] += sum_d wp[d, k] ps[j, d]   (j < nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq),
  * and the edge launchers above then run with dim 0. (The pre-activation's rounding error grows

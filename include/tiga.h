@@ -802,7 +802,13 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * tg_matmul nodes), one kernel evaluates the rest of the score MLP per edge with an online
  * softmax, the backward replays it per row and per source; it saves lse [H, Nq] only, nothing of
  * size E in either direction. FUSED takes hidden in {16, 32, 64, 128}, H <= 8, F <= 128, Fe <= 16;
- * anything else is TG_ERR_UNSUPPORTED (never a silent fallback; AUTO picks COMPOSED then). */
+ * anything else is TG_ERR_UNSUPPORTED (never a silent fallback; AUTO picks COMPOSED then).
+ * In f32 at hidden 16 with positions and both x_src and x_dst, FUSED also folds the geometry rows
+ * into those products (x_src . w1_src + pos_src . w1_geom and x_dst . w1_dst - pos_dst . w1_geom),
+ * so that no edge multiplies positions; its pre-activation rounding then grows with |pos| rather
+ * than with |pos_src[j] - pos_dst[i]| (about 6e-8 |pos| |w1_geom|): keep coordinates near the
+ * origin (centre them) when they are large next to the neighbourhood size. The environment
+ * variable TIGA_EA_FOLD=0 turns the fold off. */
 TG_API tg_id tg_edge_attention(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src,
                                tg_id x_dst, tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
                                const tg_graph_attention_options *opts);
