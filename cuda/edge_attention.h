@@ -78,11 +78,13 @@ tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc
                                        const tgc_edge_grads *d, void *workspace, size_t workspace_bytes);
 
 /* The geometry fold (f32 only; ops/edge_attention.c uses it on CUDA_FUSED f32 calls at hidden 16
- * with both feature products, where it measured faster): wp^T (ps[j] - pd[i]) = wp^T ps[j] - wp^T pd[i], so the
- * per-edge geometry term becomes per-node terms folded into U and V in place, U[j, k] += sum_d wp[d, k] ps[j, d]   (j <
- * nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq), and the edge launchers above then run with dim 0. (The
- * pre-activation's rounding error grows with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32,
- * dim 1..3, hid <= 128 dividing 256. */
+ * with both feature products, where it measured faster). Since
+ *   wp^T (ps[j] - pd[i]) = wp^T ps[j] - wp^T pd[i],
+ * the per-edge geometry term becomes per-node terms folded into U and V in place,
+ *   U[j, k] += sum_d wp[d, k] ps[j, d]   (j < nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq),
+ * and the edge launchers above then run with dim 0. (The pre-activation's rounding error grows
+ * with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32, dim 1..3, hid <= 128
+ * dividing 256. */
 tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps,
                          const float *pd, const float *wp);
 /* Bytes of scratch cuda_edge_unfold needs for gwp (f64 partials). */
