@@ -458,9 +458,9 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     if (t->grad_enabled) st->keep = o.dropout_keep;
   }
   /* f32 FUSED at hidden 16 with positions and both feature products: fold the geometry into U and
-   * V. Measured (bench/records/run_s9f.sh, run_s9g.sh): 3-6 % off the step at hidden 16 (the edge
-   * kernels lose 15 % of their time, the fold and unfold cost most of the rest back), 1-3 % slower
-   * at hidden 64, so hidden 16 only. */
+   * V. Measured (bench/records/run_s9h.sh): 3-12 % off the step at hidden 16 (the edge kernels
+   * lose 124 of 778 us at 100k, the fold and unfold cost 81); at hidden 64 an earlier version cost
+   * more than the warp-per-row kernels gained (run_s9f.sh), so hidden 16 only. */
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));
