@@ -178,5 +178,9 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   x.lse = lse;
   set_cols(&x, {in->values, out});
   x.rows = rows_for(g->nq);
+  if (lanes_ok(a, x)) {
+    x.lanes = lanes_ln(a, g->nq);
+    return forward_lanes(s, x);
+  }
   return packed_for(x.hid) ? forward_packed(s, x) : dispatch<Fwd>(s, x);
 }

@@ -29,16 +29,18 @@ struct Args {
   tg_dtype dt;
   float slope;
   Drop drop;
-  int G, R;  // column phase: lanes per group, chunks per lane
-  int gvec;  // U and V rows 16-byte aligned (vector gathers)
-  int vvec;  // values / out / dout rows 16-byte aligned and HF a multiple of the vector width
-  int nblk;  // backward destination pass: blocks (== partial sets)
-  int P;     // floats per weight partial set
-  int wgrad; // weight gradients wanted
-  int edges; // backward destination pass walks the edges (else D only)
-  int srcda; // backward source pass needs da (dU or dps wanted)
-  int rows;  // packed kernels: destination rows per chunk (rows_for(nq))
-  int srows; // packed kernels: sources per chunk (rows_for(nk))
+  int G, R;   // column phase: lanes per group, chunks per lane
+  int gvec;   // U and V rows 16-byte aligned (vector gathers)
+  int vvec;   // values / out / dout rows 16-byte aligned and HF a multiple of the vector width
+  int nblk;   // backward destination pass: blocks (== partial sets)
+  int P;      // floats per weight partial set
+  int wgrad;  // weight gradients wanted
+  int edges;  // backward destination pass walks the edges (else D only)
+  int srcda;  // backward source pass needs da (dU or dps wanted)
+  int rows;   // packed kernels: destination rows per chunk (rows_for(nq))
+  int srows;  // packed kernels: sources per chunk (rows_for(nk))
+  int lanes;  // lane kernels: lanes per destination row (lanes_ln(nq))
+  int slanes; // lane kernels: lanes per source (lanes_ln(nk))
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
   const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
@@ -385,7 +387,8 @@ static inline int64_t dst_blocks(int64_t nq) {
 }
 // Weight partial layout (floats): dwp [dim][hid], dwe [Fe][hid], db1 [hid], dw2 [H][hid], db2 [H].
 static inline int64_t partial_floats(const tgc_edge_attn *a) { return (a->dim + a->Fe + 1 + a->H) * a->hid + a->H; }
-static inline int64_t ws_d_floats(const tgc_csr *g, const tgc_edge_attn *a) { return (g->nq * a->H + 3) & ~3ll; }
+// D per row and head (the lane kernels store (lse, D) pairs there: two floats each).
+static inline int64_t ws_d_floats(const tgc_csr *g, const tgc_edge_attn *a) { return (2 * g->nq * a->H + 3) & ~3ll; }
 
 static inline tg_status make_args(const char *op, const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
                                   bool need_transpose, Args *x) {
@@ -489,5 +492,16 @@ template <class K> static tg_status dispatch_packed(cudaStream_t s, const Args &
 tg_status forward_packed(cudaStream_t s, const Args &a);
 tg_status dst_packed(cudaStream_t s, const Args &a);
 tg_status src_packed(cudaStream_t s, const Args &a);
+
+// Lane kernels (cuda/edge_attention_ln.cu): the small case (f32, hid 16, dim 0, Fe 0, H <= 4,
+// listed (H, F) pairs, aligned rows), taken before the packed ones when lanes_ok; forward and
+// backward decide alike (the same sizes and the tape's aligned buffers). lanes_ln: lanes per segment
+// for n segments (a function of n, or forced by ea->lanes). dst_lanes sets a.nblk to the partial
+// sets it writes.
+bool lanes_ok(const tgc_edge_attn *ea, const Args &a);
+int lanes_ln(const tgc_edge_attn *ea, int64_t n);
+tg_status forward_lanes(cudaStream_t s, const Args &a);
+tg_status dst_lanes(cudaStream_t s, Args &a);
+tg_status src_lanes(cudaStream_t s, const Args &a);
 
 } // namespace tgea

@@ -44,6 +44,8 @@ typedef struct tgc_edge_attn {
   float slope;       /* LeakyReLU negative slope */
   double keep;       /* attention dropout keep: 0 or 1 none, (0, 1) dropout (cuda/graph.h's rule) */
   uint64_t seed, call;
+  int lanes; /* the lane kernels (the small case, cuda/edge_attention_ln.cu): 0 by size, < 0 off,
+              * n > 0 n lanes per segment (TIGA_EA_LANES, for tests and the bench) */
 } tgc_edge_attn;
 
 /* The inputs every launcher reads (NULL where absent). */
@@ -83,13 +85,14 @@ tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc
  * the per-edge geometry term becomes per-node terms folded into U and V in place,
  *   U[j, k] += sum_d wp[d, k] ps[j, d]   (j < nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq),
  * and the edge launchers above then run with dim 0. (The pre-activation's rounding error grows
- * with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32, dim 1..3, hid <= 128
- * dividing 256. */
+ * with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32, dim 1..3, hid 4..128
+ * dividing 256, U and V 16-byte aligned. */
 tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps,
                          const float *pd, const float *wp);
 /* Bytes of scratch cuda_edge_unfold needs for gwp (f64 partials). */
 size_t cuda_edge_unfold_workspace(int dim, int hid);
-/* The fold's backward from dU, dV (the gradients of the folded U, V; either may be NULL: zero):
+/* The fold's backward from dU, dV (the gradients of the folded U, V; either may be NULL: zero;
+ * hid <= 32):
  *   gps[j, d] += sum_k wp[d, k] dU[j, k],   gpd[i, d] -= sum_k wp[d, k] dV[i, k],
  *   gwp[d, k] += sum_j ps[j, d] dU[j, k] - sum_i pd[i, d] dV[i, k]   (f64 partials, fixed order)
  * gps, gpd, gwp NULL = not wanted; gps == gpd is allowed (one position value on both sides). */

@@ -534,6 +534,9 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   set_cols(&x, {in->values, out, dout, d->values});
   x.rows = rows_for(g->nq);
   x.srows = rows_for(g->nk);
+  const bool ln = lanes_ok(a, x) && tgc_aligned(workspace, sizeof(float2));
+  x.lanes = lanes_ln(a, g->nq);
+  x.slanes = lanes_ln(a, g->nk);
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
@@ -543,11 +546,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     }
     x.D = static_cast<float *>(workspace);
     x.part = x.D + ws_d_floats(g, a);
-    st = packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
+    st = ln ? dst_lanes(s, x) : packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
     if (st != TG_OK) return st;
   }
   if (src) {
-    st = packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
+    st = ln ? src_lanes(s, x) : packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
     if (st != TG_OK) return st;
   }
   if (wgrad) {

@@ -12,7 +12,10 @@
  *                  in place (cuda_edge_fold: U += ps . wp, V -= pd . wp) and the edge kernels run
  *                  without positions; the backward maps dU, dV back to the positions and wp
  *                  (cuda_edge_unfold). TIGA_EA_FOLD=0 in the environment turns the fold off
- *                  (benchmarks, tests of both paths).
+ *                  (benchmarks, tests of both paths). The small f32 case (hidden 16, no per-edge
+ *                  geometry left, no edge features, H <= 4, H * F in 4 / 8 / 16) runs the lane
+ *                  kernels (one lane per edge, cuda/edge_attention_ln.cu); TIGA_EA_LANES=0 turns them
+ *                  off, =1 / 2 / 4 / 8 / 16 / 32 forces the lanes per row.
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
@@ -40,6 +43,7 @@ typedef struct ea_state {
   int64_t hid, Fs, Fd, Fe;
   int dim;
   bool fold;         /* CUDA_FUSED: geometry folded into U and V (the kernels see dim 0) */
+  int lanes;         /* CUDA_FUSED: tgc_edge_attn.lanes (TIGA_EA_LANES, read once per call) */
   int8_t slot[N_IN]; /* node input index of each argument, -1 when absent */
 } ea_state;
 
@@ -95,7 +99,8 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
                          .slope = (float)st->slope,
                          .keep = st->keep < 1 ? st->keep : 0,
                          .seed = st->seed,
-                         .call = st->call};
+                         .call = st->call,
+                         .lanes = es->lanes};
 }
 #endif
 
@@ -461,6 +466,14 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
    * V. Measured (bench/records/run_s9h.sh): 3-12 % off the step at hidden 16 (the edge kernels
    * lose 124 of 778 us at 100k, the fold and unfold cost 81); at hidden 64 an earlier version cost
    * more than the warp-per-row kernels gained (run_s9f.sh), so hidden 16 only. */
+  /* the lane kernels (cuda/edge_attention_ln.cu) take the small f32 hidden-16 case; TIGA_EA_LANES=0
+   * turns them off, =n forces n lanes per segment (tests of every path, the bench) */
+  const char *ln_env = getenv("TIGA_EA_LANES");
+  es->lanes = 0;
+  if (ln_env && *ln_env) {
+    const long n = strtol(ln_env, NULL, 10);
+    es->lanes = n <= 0 ? -1 : n == 1 || n == 2 || n == 4 || n == 8 || n == 16 || n == 32 ? (int)n : 0;
+  }
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));

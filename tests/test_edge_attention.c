@@ -898,6 +898,30 @@ static const ea_case CUDA_CASES[] = {
      .keep = 0.7,
      .slope = 0.2},
     {.dim = 2, .Fs = 5, .Fd = 3, .Fe = 7, .hid = 16, .H = 3, .F = 5, .b1 = 1, .keep = 1, .slope = 0.2},
+    /* the lane kernels' cases (f32 hidden 16, no per-edge geometry left, no edge features, H <= 4,
+     * the listed (H, F) pairs): folded, native dim 0, U alone, dropout, the square case (V alone at
+     * dim 0 would make every score constant per row: all weight gradients 0 up to rounding) */
+    {.dim = 3, .Fs = 8, .Fd = 8, .Fe = 0, .hid = 16, .H = 1, .F = 8, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 0, .Fs = 6, .Fd = 5, .Fe = 0, .hid = 16, .H = 4, .F = 2, .b1 = 1, .keep = 0.7, .slope = 0.2},
+    {.dim = 0, .Fs = 8, .Fd = 0, .Fe = 0, .hid = 16, .H = 2, .F = 8, .b2 = 1, .keep = 1, .slope = 0.1},
+    {.dim = 0, .Fs = 7, .Fd = 3, .Fe = 0, .hid = 16, .H = 1, .F = 16, .b1 = 1, .keep = 1, .slope = 0},
+    {.dim = 1,
+     .Fs = 4,
+     .Fd = 4,
+     .Fe = 0,
+     .hid = 16, /* folded square case, 4 heads of 1 */
+     .H = 4,
+     .F = 1,
+     .b1 = 1,
+     .b2 = 1,
+     .self = 1,
+     .keep = 0.7,
+     .slope = 0.2},
+    {.dim = 2, .Fs = 3, .Fd = 5, .Fe = 0, .hid = 16, .H = 2, .F = 2, .b1 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 0, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 4, .F = 4, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 0, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 1, .F = 4, .b1 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 3, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 2, .F = 4, .b1 = 1, .b2 = 1, .keep = 0.7, .slope = 0.2},
+    {.dim = 0, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 4, .F = 1, .b1 = 1, .keep = 1, .slope = 0.2},
 };
 #define N_CUDA_CASES (sizeof CUDA_CASES / sizeof CUDA_CASES[0])
 
@@ -907,9 +931,19 @@ static ea_graph cuda_graph(size_t n, const ea_case *c) {
   return graph_random(37, c->self ? 37 : 41, 0.2, 300 + n);
 }
 
+/* The lane kernels' rule (cuda/edge_attention_ln.cu): f32 FUSED at hidden 16 with no per-edge
+ * geometry left (none, or folded: both feature products), no edge features, and these (H, F). */
+static int lanes_case(const ea_case *c) {
+  static const int64_t pairs[][2] = {{1, 4}, {1, 8}, {1, 16}, {2, 2}, {2, 4}, {2, 8}, {4, 1}, {4, 2}, {4, 4}};
+  const int geo_ok = c->dim == 0 || (c->Fs > 0 && c->Fd > 0);
+  if (c->hid != 16 || c->Fe != 0 || !geo_ok) return 0;
+  for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
+    if (c->H == pairs[k][0] && c->F == pairs[k][1]) return 1;
+  return 0;
+}
+
 Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
   tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
-  const tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
   for (size_t n = 0; n < N_CUDA_CASES; n++) {
     const ea_case *c = &CUDA_CASES[n];
     ea_graph g = cuda_graph(n, c);
@@ -922,17 +956,29 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
     /* f32 at hidden 16 with positions and both feature products: FUSED folds the geometry into U, V;
-     * q = 2 runs it again unfolded (TIGA_EA_FOLD=0), so the kernels' geometry path is checked too */
+     * variant 2 runs it again unfolded (TIGA_EA_FOLD=0), so the kernels' geometry path is checked
+     * too. The lane kernels' cases (lanes_case) run by size, then with 1 and 2 lanes per row forced
+     * (TIGA_EA_LANES=1 / 2) and with the lane kernels off (=0: the packed kernels). */
     const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0 && c->hid == 16;
-    for (int q = 0; q < 2 + foldable; q++) {
-      ea_cfg cf = {provs[q % 2], TG_F32, TG_F32, seed, 1, 0};
+    const int lanes = lanes_case(c);
+    static const char *const lanes_env[6] = {NULL, NULL, NULL, "0", "1", "2"};
+    for (int q = 0; q < 6; q++) {
+      if ((q == 2 && !foldable) || (q >= 3 && !lanes)) continue;
+      ea_cfg cf = {q == 1 ? TG_PROVIDER_CUDA_COMPOSED : TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
       if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
+      if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
       run_tape(crt, &cf, c, &g, &d, &r);
       unsetenv("TIGA_EA_FOLD");
-      snprintf(what, sizeof what, "%s%s f32 vs HOST f64 (%s)", tg_provider_name(provs[q % 2]),
-               q == 2               ? " unfolded"
-               : q == 0 && foldable ? " folded"
-                                    : "",
+      unsetenv("TIGA_EA_LANES");
+      snprintf(what, sizeof what, "%s%s%s%s f32 vs HOST f64 (%s)", tg_provider_name(cf.prov),
+               q == 2                           ? " unfolded"
+               : (q == 0 || q >= 3) && foldable ? " folded"
+                                                : "",
+               q == 0 && lanes ? " lanes by size" : "",
+               q >= 3 ? (q == 3   ? " packed"
+                         : q == 4 ? " 1 lane"
+                                  : " 2 lanes")
+                      : "",
                cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
       run_free(&r);
@@ -949,11 +995,14 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
  * the origin (the fold's rounding grows with |pos|: the bound below is the documented one). */
 Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
   tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
-  const ea_case c = {.dim = 3, .Fs = 6, .Fd = 5, .hid = 16, .H = 2, .F = 3, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
+  /* (H 2, F 4): the lane kernels' case; each variant runs again on the packed kernels (TIGA_EA_LANES=0) */
+  const ea_case c = {.dim = 3, .Fs = 6, .Fd = 5, .hid = 16, .H = 2, .F = 4, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2};
   ea_graph g = graph_random(203, 190, 0.04, 77);
   const unsigned all = (1u << NARG) - 1;
   const unsigned frozen[3] = {all & ~((1u << PS) | (1u << PD)), all & ~(1u << W1), 0};
-  for (int v = 0; v < 4; v++) {
+  for (int vl = 0; vl < 8; vl++) {
+    const int v = vl % 4;
+    if (vl >= 4) setenv("TIGA_EA_LANES", "0", 1);
     ea_data d;
     data_init(&d, &c, &g, 900 + (uint64_t)v);
     if (v == 3) /* positions around (40, -25, 10), displacements of order 1 */
@@ -965,8 +1014,9 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
     ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz}, cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz};
     run_tape(hrt, &hf, &c, &g, &d, &h);
     run_tape(crt, &cf, &c, &g, &d, &r);
+    unsetenv("TIGA_EA_LANES");
     char what[96];
-    snprintf(what, sizeof what, "folded, %s",
+    snprintf(what, sizeof what, "folded%s, %s", vl >= 4 ? " (packed)" : "",
              v == 0   ? "positions alone want gradients"
              : v == 1 ? "w1 alone"
              : v == 2 ? "everything"

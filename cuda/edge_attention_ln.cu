@@ -1,0 +1,428 @@
+// tg_edge_attention's lane kernels (cuda/edge_attention.h): the small case, where one lane
+// evaluates a whole edge — score MLP, softmax and the value row — with no shared-memory staging and
+// no per-row warp phases. Taken (lanes_ok) for f32 at hidden 16 without per-edge geometry or edge
+// features (dim 0: no positions, or the geometry folded into U and V by ops/edge_attention.c),
+// H <= 4 and H * F in {4, 8, 16} (the exact (H, F) pairs of kLnPairs), 16-byte aligned rows.
+//
+// A segment (destination row, or a source's transposed entries) belongs to a group of G lanes
+// (G a power of two, lanes_ln); lane q of the group takes the segment's edges q, q + G, ... in
+// order, keeping its own state in registers; the lanes' states are then merged by a fixed xor
+// butterfly and lane 0 writes. Every sum's order depends on the sizes alone: bit-reproducible.
+//   k_fwd_ln  per row: online softmax (m, l) and the output accumulators -> out, lse.
+//   k_dst_ln  per row: (lse, D)[i] side by side for k_src_ln (the workspace's D area holds two
+//             floats per row and head), p, ds, da -> dV[i]; per lane over all its rows the
+//             weight sums (db1, dw2, db2) -> one partial set per block (k_wsum reduces them).
+//   k_src_ln  per source (transpose): dvalues[j], dU[j].
+// A segment is walked by G lanes alone: a hub row of degree d costs d / G dependent steps (the
+// packed kernels give it 32 lanes), so graphs with very long rows may be faster with
+// TIGA_EA_LANES=0.
+#include "edge_attention.cuh"
+
+namespace tgea {
+
+constexpr int kLnThreads = 256, kLnHid = 16;
+
+// The score MLP's weights (f32) in shared memory, read by every lane at the same address.
+template <int H> struct LnW {
+  alignas(16) float b1[kLnHid];
+  alignas(16) float w2[kLnHid][H];
+  float b2[H];
+};
+template <int H> __device__ void load_lnw(LnW<H> &w, const Args &a) {
+  const float *b1 = static_cast<const float *>(a.b1), *w2 = static_cast<const float *>(a.w2),
+              *b2 = static_cast<const float *>(a.b2);
+  for (int t = threadIdx.x; t < kLnHid * H; t += blockDim.x)
+    w.w2[t / H][t % H] = w2[t];
+  if (threadIdx.x < kLnHid) w.b1[threadIdx.x] = b1 ? b1[threadIdx.x] : 0.f;
+  if (threadIdx.x < H) w.b2[threadIdx.x] = b2 ? b2[threadIdx.x] : 0.f;
+}
+
+template <int N> __device__ __forceinline__ void ldv(const float *p, float (&x)[N]) {
+#pragma unroll
+  for (int q = 0; q < N; q += 4) {
+    const float4 v = *reinterpret_cast<const float4 *>(p + q);
+    x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
+  }
+}
+template <int N> __device__ __forceinline__ void stv(float *p, const float (&x)[N]) {
+#pragma unroll
+  for (int q = 0; q < N; q += 4)
+    *reinterpret_cast<float4 *>(p + q) = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
+}
+// p[0..N) += x (a gradient row accumulates into storage)
+template <int N> __device__ __forceinline__ void addv(float *p, const float (&x)[N]) {
+  float y[N];
+  ldv<N>(p, y);
+#pragma unroll
+  for (int q = 0; q < N; ++q)
+    y[q] += x[q];
+  stv<N>(p, y);
+}
+// A node's 16 feature-product units (NULL: zeros).
+__device__ __forceinline__ void ld16(const void *base, int64_t n, float (&x)[kLnHid]) {
+  if (!base) {
+#pragma unroll
+    for (int k = 0; k < kLnHid; ++k)
+      x[k] = 0.f;
+    return;
+  }
+  ldv<kLnHid>(static_cast<const float *>(base) + n * kLnHid, x);
+}
+// Sum over the group's lanes of every x[q] (fixed butterfly, the same bits on every lane).
+template <int N> __device__ __forceinline__ void group_sums(float (&x)[N], int G) {
+  const unsigned m = tgg::group_mask(G);
+  for (int o = 1; o < G; o <<= 1)
+#pragma unroll
+    for (int q = 0; q < N; ++q)
+      x[q] += __shfl_xor_sync(m, x[q], o);
+}
+
+// The H scores of edge (j -> i): a[k] = c[k] + u[k] with c = b1 + V[i] (this order in all three
+// kernels, so the backward recomputes the forward's bits), z = LeakyReLU(a), s = b2 + z . w2.
+template <int H>
+__device__ __forceinline__ void ln_scores(const LnW<H> &w, float slope, const float (&c)[kLnHid],
+                                          const float (&u)[kLnHid], float (&a)[kLnHid], float (&s)[H]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    s[h] = w.b2[h];
+#pragma unroll
+  for (int k = 0; k < kLnHid; ++k) {
+    a[k] = c[k] + u[k];
+    const float z = leaky(a[k], slope);
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      s[h] = fmaf(z, w.w2[k][h], s[h]);
+  }
+}
+
+template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3 : 2) k_fwd_ln(const Args a) {
+  constexpr int HF = H * F;
+  __shared__ LnW<H> w;
+  load_lnw<H>(w, a);
+  __syncthreads();
+  const int G = a.lanes;
+  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, i = t / G;
+  const int q = (int)(t % G);
+  if (i >= a.nq) return; // the whole group (G consecutive lanes share i)
+  float c[kLnHid], m[H], l[H], acc[HF];
+  ld16(a.V, i, c);
+#pragma unroll
+  for (int k = 0; k < kLnHid; ++k)
+    c[k] = w.b1[k] + c[k];
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    m[h] = -INFINITY, l[h] = 0.f;
+#pragma unroll
+  for (int f = 0; f < HF; ++f)
+    acc[f] = 0.f;
+  const float *vals = static_cast<const float *>(a.vals);
+  const int64_t e1 = a.rp[i + 1];
+#pragma unroll 1
+  for (int64_t e = a.rp[i] + q; e < e1; e += G) {
+    const int64_t j = a.ci[e];
+    float u[kLnHid], x[kLnHid], s[H], v[HF];
+    ld16(a.U, j, u);
+    ldv<HF>(vals + j * HF, v);
+    ln_scores<H>(w, a.slope, c, u, x, s);
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float mn = fmaxf(m[h], s[h]);
+      const float sc = mn == -INFINITY ? 1.f : __expf(m[h] - mn);
+      const float p = mn == -INFINITY ? 0.f : __expf(s[h] - mn);
+      l[h] = l[h] * sc + p;
+      m[h] = mn;
+      const float pw = p * a.drop.w(h, i, j);
+#pragma unroll
+      for (int f = 0; f < F; ++f)
+        acc[h * F + f] = fmaf(pw, v[h * F + f], acc[h * F + f] * sc);
+    }
+  }
+  // merge the group's states (each lane's edges are a strided subset: softmax sums commute)
+  const unsigned gm = tgg::group_mask(G);
+  for (int o = 1; o < G; o <<= 1)
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      const float mo = __shfl_xor_sync(gm, m[h], o), lo = __shfl_xor_sync(gm, l[h], o);
+      const float mn = fmaxf(m[h], mo);
+      const float sa = m[h] == -INFINITY ? 0.f : __expf(m[h] - mn), sb = mo == -INFINITY ? 0.f : __expf(mo - mn);
+      l[h] = l[h] * sa + lo * sb;
+      m[h] = mn;
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        const float ao = __shfl_xor_sync(gm, acc[h * F + f], o);
+        acc[h * F + f] = acc[h * F + f] * sa + ao * sb;
+      }
+    }
+  if (q != 0) return;
+#pragma unroll
+  for (int h = 0; h < H; ++h) {
+    const float r = l[h] == 0.f ? 0.f : 1.f / l[h];
+#pragma unroll
+    for (int f = 0; f < F; ++f)
+      acc[h * F + f] = l[h] == 0.f ? 0.f : acc[h * F + f] * r;
+    a.lse[h * a.nq + i] = tgg::lse_of(m[h], l[h]);
+  }
+  stv<HF>(static_cast<float *>(a.out) + i * HF, acc);
+}
+
+// Floats of one weight partial set here (dim 0, Fe 0): db1 [16], dw2 [H][16], db2 [H].
+template <int H> constexpr int ln_p() { return (1 + H) * kLnHid + H; }
+
+template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2 : 1) k_dst_ln(const Args a) {
+  constexpr int HF = H * F, P = ln_p<H>();
+  __shared__ LnW<H> w;
+  __shared__ float red[kLnThreads / 32][P];
+  __shared__ float sdb1[kLnHid][kLnThreads]; // the lane's db1 (per row, not per edge: out of registers)
+  load_lnw<H>(w, a);
+  __syncthreads();
+  const int G = a.lanes;
+  const int64_t t0 = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, stride = (int64_t)gridDim.x * kLnThreads / G;
+  const int q = (int)(t0 % G);
+  float dw2[kLnHid][H], db2[H];
+#pragma unroll
+  for (int k = 0; k < kLnHid; ++k) {
+    sdb1[k][threadIdx.x] = 0.f;
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      dw2[k][h] = 0.f;
+  }
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    db2[h] = 0.f;
+  const float *vals = static_cast<const float *>(a.vals);
+#pragma unroll 1
+  for (int64_t i = t0 / G; i < a.nq; i += stride) { // group-uniform
+    float g[HF], D[H], lse[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      lse[h] = a.lse_in[h * a.nq + i];
+    {
+      float o[HF];
+      ldv<HF>(static_cast<const float *>(a.dout) + i * HF, g);
+      ldv<HF>(static_cast<const float *>(a.fout) + i * HF, o);
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        D[h] = 0.f;
+#pragma unroll
+        for (int f = 0; f < F; ++f)
+          D[h] = fmaf(g[h * F + f], o[h * F + f], D[h]);
+        if (q == 0) reinterpret_cast<float2 *>(a.D)[i * H + h] = make_float2(lse[h], D[h]);
+      }
+    }
+    if (!a.edges) continue;
+    float c[kLnHid], rs[kLnHid];
+    ld16(a.V, i, c);
+#pragma unroll
+    for (int k = 0; k < kLnHid; ++k) {
+      c[k] = w.b1[k] + c[k];
+      rs[k] = 0.f;
+    }
+    const int64_t e1 = a.rp[i + 1];
+#pragma unroll 1
+    for (int64_t e = a.rp[i] + q; e < e1; e += G) {
+      const int64_t j = a.ci[e];
+      float u[kLnHid], x[kLnHid], s[H], v[HF];
+      ld16(a.U, j, u);
+      ldv<HF>(vals + j * HF, v);
+      ln_scores<H>(w, a.slope, c, u, x, s);
+      float ds[H];
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        const float p = __expf(s[h] - lse[h]);
+        float dp = 0.f;
+#pragma unroll
+        for (int f = 0; f < F; ++f)
+          dp = fmaf(g[h * F + f], v[h * F + f], dp);
+        ds[h] = p * (dp * a.drop.w(h, i, j) - D[h]);
+        db2[h] += ds[h];
+      }
+#pragma unroll
+      for (int k = 0; k < kLnHid; ++k) {
+        float dz = 0.f;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dz = fmaf(ds[h], w.w2[k][h], dz);
+        rs[k] += x[k] > 0.f ? dz : a.slope * dz;
+        const float z = leaky(x[k], a.slope);
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dw2[k][h] = fmaf(z, ds[h], dw2[k][h]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kLnHid; ++k)
+      sdb1[k][threadIdx.x] += rs[k];
+    if (a.g.V) {
+      group_sums<kLnHid>(rs, G);
+      if (q == 0) addv<kLnHid>(static_cast<float *>(a.g.V) + i * kLnHid, rs);
+    }
+  }
+  if (!a.wgrad) return; // block-uniform
+  // the block's weight sums: a fixed butterfly per warp, then the warps in order
+  const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+  float x[P];
+#pragma unroll
+  for (int k = 0; k < kLnHid; ++k) {
+    x[k] = sdb1[k][threadIdx.x];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      x[kLnHid + h * kLnHid + k] = dw2[k][h];
+  }
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    x[(1 + H) * kLnHid + h] = db2[h];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    float v = x[p];
+    for (int o = 16; o; o >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) red[wid][p] = v;
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < P; p += kLnThreads) {
+    float v = 0.f;
+    for (int r = 0; r < kLnThreads / 32; ++r)
+      v += red[r][p];
+    a.part[(int64_t)blockIdx.x * a.P + p] = v;
+  }
+}
+
+template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2 : 1) k_src_ln(const Args a) {
+  constexpr int HF = H * F;
+  __shared__ LnW<H> w;
+  load_lnw<H>(w, a);
+  __syncthreads();
+  const int G = a.slanes;
+  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, j = t / G;
+  const int q = (int)(t % G);
+  if (j >= a.nk) return;
+  const int64_t e1 = a.tp[j + 1];
+  if (a.tp[j] == e1) return; // group-uniform; nothing to add
+  float u[kLnHid], vj[HF], dU[kLnHid], dv[HF];
+  ld16(a.U, j, u);
+  ldv<HF>(static_cast<const float *>(a.vals) + j * HF, vj);
+#pragma unroll
+  for (int k = 0; k < kLnHid; ++k)
+    dU[k] = 0.f;
+#pragma unroll
+  for (int f = 0; f < HF; ++f)
+    dv[f] = 0.f;
+#pragma unroll 1
+  for (int64_t e = a.tp[j] + q; e < e1; e += G) {
+    const int64_t i = a.tr[e];
+    float c[kLnHid], x[kLnHid], s[H], g[HF];
+    ld16(a.V, i, c);
+#pragma unroll
+    for (int k = 0; k < kLnHid; ++k)
+      c[k] = w.b1[k] + c[k];
+    ldv<HF>(static_cast<const float *>(a.dout) + i * HF, g);
+    ln_scores<H>(w, a.slope, c, u, x, s);
+    float ds[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h) {
+      // (lse, D) of (i, h) side by side (k_dst_ln's record: one sector per edge); lse alone when
+      // no da is wanted (k_dst_ln did not run)
+      const float2 ld =
+          a.srcda ? reinterpret_cast<const float2 *>(a.D)[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
+      const float p = __expf(s[h] - ld.x), wd = a.drop.w(h, i, j), pw = p * wd;
+      float dp = 0.f;
+#pragma unroll
+      for (int f = 0; f < F; ++f) {
+        dv[h * F + f] = fmaf(pw, g[h * F + f], dv[h * F + f]);
+        dp = fmaf(g[h * F + f], vj[h * F + f], dp);
+      }
+      ds[h] = a.srcda ? p * (dp * wd - ld.y) : 0.f;
+    }
+    if (a.srcda)
+#pragma unroll
+      for (int k = 0; k < kLnHid; ++k) {
+        float dz = 0.f;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dz = fmaf(ds[h], w.w2[k][h], dz);
+        dU[k] += x[k] > 0.f ? dz : a.slope * dz;
+      }
+  }
+  if (a.g.values) group_sums<HF>(dv, G);
+  if (a.g.U) group_sums<kLnHid>(dU, G);
+  if (q != 0) return;
+  if (a.g.values) addv<HF>(static_cast<float *>(a.g.values) + j * HF, dv);
+  if (a.g.U) addv<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid, dU);
+}
+
+// ---------------------------------------------------------------- host side
+// The (H, F) pairs built: the head loop and the value row are unrolled at compile time.
+#define TGEA_LN_PAIRS(X) X(1, 4) X(1, 8) X(1, 16) X(2, 2) X(2, 4) X(2, 8) X(4, 1) X(4, 2) X(4, 4)
+
+bool lanes_ok(const tgc_edge_attn *ea, const Args &a) {
+  if (g_kernels != 0 || ea->lanes < 0 || a.dt != TG_F32 || a.hid != kLnHid || a.dim != 0 || a.Fe != 0 || !a.gvec ||
+      !a.vvec)
+    return false;
+#define TGEA_LN_OK(h, f)                                                                                               \
+  if (a.H == h && a.F == f) return true;
+  TGEA_LN_PAIRS(TGEA_LN_OK)
+#undef TGEA_LN_OK
+  return false;
+}
+
+// Lanes per segment for n segments: the least power of two up to 8 with n * G >= 2^17 threads at
+// H 1, 2^16 at H > 1 (run_s10a.sh, step ms at G = 1 / 2 / 4 / 8: 100k H 1 0.525 / 0.474 / 0.504 /
+// 0.558, H 4 0.702 / 0.733 / 0.748 / 0.853; 400k H 1 1.434 / 1.503 / 1.595 / 1.728, H 4 2.413 /
+// 2.623 / 2.769 / 3.081: fewer lanes per row are better as soon as the rows fill the GPU, more
+// help small graphs), or the forced count (TIGA_EA_LANES). A function of the sizes alone.
+int lanes_ln(const tgc_edge_attn *ea, int64_t n) {
+  if (ea->lanes > 0) return ea->lanes < 32 ? ea->lanes : 32;
+  const int64_t want = ea->H == 1 ? (int64_t)1 << 17 : (int64_t)1 << 16;
+  int G = 1;
+  while (G < 8 && n * G < want)
+    G *= 2;
+  return G;
+}
+
+static unsigned ln_blocks(int64_t n, int G) { return (unsigned)((n * G + kLnThreads - 1) / kLnThreads); }
+
+#define TGEA_LN_CALL(h, f, K)                                                                                          \
+  if (a.H == h && a.F == f)                                                                                            \
+    K<h, f><<<blocks, kLnThreads, 0, s>>>(a);                                                                          \
+  else
+
+tg_status forward_lanes(cudaStream_t s, const Args &a) {
+  const unsigned blocks = ln_blocks(a.nq, a.lanes);
+#define X(h, f) TGEA_LN_CALL(h, f, k_fwd_ln)
+  TGEA_LN_PAIRS(X) {
+    tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
+    return TG_ERR_UNSUPPORTED;
+  }
+#undef X
+  TGC_LAUNCHED("edge_attention_forward");
+  return TG_OK;
+}
+
+tg_status dst_lanes(cudaStream_t s, Args &a) {
+  // grid-stride over the rows: at most dst_blocks(nq) blocks, the partial sets the workspace holds
+  const int64_t want = ln_blocks(a.nq, a.lanes), cap = dst_blocks(a.nq);
+  const unsigned blocks = (unsigned)(want < cap ? want : cap);
+  a.nblk = (int)blocks;
+#define X(h, f) TGEA_LN_CALL(h, f, k_dst_ln)
+  TGEA_LN_PAIRS(X) {
+    tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
+    return TG_ERR_UNSUPPORTED;
+  }
+#undef X
+  TGC_LAUNCHED("edge_attention_backward_dst");
+  return TG_OK;
+}
+
+tg_status src_lanes(cudaStream_t s, const Args &a) {
+  const unsigned blocks = ln_blocks(a.nk, a.slanes);
+#define X(h, f) TGEA_LN_CALL(h, f, k_src_ln)
+  TGEA_LN_PAIRS(X) {
+    tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
+    return TG_ERR_UNSUPPORTED;
+  }
+#undef X
+  TGC_LAUNCHED("edge_attention_backward_src");
+  return TG_OK;
+}
+
+} // namespace tgea
