@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <cublasLt.h>
+#include <initializer_list>
 #include <mutex>
 
 #include "common.cuh"
 #include "linear.h"
+#include "linear_tall.h"
 
 static bool cuda_type(tg_dtype dt, cudaDataType_t *out) {
   switch (dt) {
@@ -39,6 +41,15 @@ static bool fits_int(long long v, const char *what) {
 static int knob(const char *name, int dflt) {
   const char *v = getenv(name);
   return v && *v ? atoi(v) : dflt;
+}
+
+// f32 tall-and-skinny products (many rows, K * N <= 1024) take cuda/linear_tall.cu's kernels: cuBLAS's
+// tiled kernels run them far from the memory bound (bench/records/run_s10b.sh, run_s10c.sh).
+static bool tall(tg_dtype dt, int64_t rows, int64_t K, int64_t N, std::initializer_list<const void *> ps) {
+  if (dt != TG_F32 || !cuda_tall_shape_ok(rows, K, N)) return false;
+  for (const void *p : ps)
+    if (!tgc_aligned(p, 16)) return false;
+  return true;
 }
 
 // Row-major C[M, N] = op(A)[M, K] · op(B)[K, N] + beta C for `batch` matrices at the given element
@@ -340,6 +351,9 @@ static tg_status colsum_any(cudaStream_t s, tg_dtype dt, const void *gy, long lo
 extern "C" tg_status cuda_linear_forward(const tgc_blas *h, tg_dtype dt, const void *x, const void *w, const void *bias,
                                          void *y, int64_t rows, int64_t in, int64_t out) {
   // y[rows, out] = x[rows, in] · w[in, out] (+ bias): M = rows, N = out, K = in
+  if (tall(dt, rows, in, out, {x, w, bias, y}))
+    return cuda_tall_ab(h->stream, rows, in, out, static_cast<const float *>(x), static_cast<const float *>(w), 0,
+                        static_cast<const float *>(bias), static_cast<float *>(y), 0);
   lt_gemm_args g = {dt, false, false, rows, out, in, x, w, y, 0.f, bias ? EPI_BIAS : EPI_NONE, (void *)bias, false};
   bool done = false;
   tg_status st = lt_gemm(h, g, &done);
@@ -357,13 +371,21 @@ extern "C" tg_status cuda_linear_backward(const tgc_blas *h, tg_dtype dt, const 
                                           int64_t in, int64_t out) {
   tg_status st = TG_OK;
   // gx[rows, in] (+)= gy[rows, out] · wᵀ   (w stored [in, out] = [N, K]: transposed)
-  if (gx.p) st = gemm2d(h, dt, false, true, rows, in, out, gy, w, gx.p, gx.add ? 1.f : 0.f);
+  if (gx.p && tall(dt, rows, out, in, {gy, w, gx.p}))
+    st = cuda_tall_ab(h->stream, rows, out, in, static_cast<const float *>(gy), static_cast<const float *>(w), 1,
+                      nullptr, static_cast<float *>(gx.p), gx.add);
+  else if (gx.p)
+    st = gemm2d(h, dt, false, true, rows, in, out, gy, w, gx.p, gx.add ? 1.f : 0.f);
   // gw[in, out] (+)= xᵀ · gy               (x stored [rows, in] = [K, M]: transposed)
   // An overwritten bias gradient may ride along: gb[j] = sum_r gy[r, j], the column sums of the
   // GEMM's untransposed B operand (Lt's BGRADA, which writes and cannot add); see fills_gpu.
   bool gb_done = false;
   int fuse = knob("TIGA_LINEAR_BGRAD", 1);
-  if (!st && gw.p) {
+  if (!st && gw.p && tall(dt, rows, in, out, {x, gy, gw.p}) && h->workspace &&
+      h->workspace_bytes >= cuda_tall_atb_workspace(rows, in, out)) {
+    st = cuda_tall_atb(h->stream, rows, in, out, static_cast<const float *>(x), static_cast<const float *>(gy),
+                       static_cast<float *>(gw.p), gw.add, h->workspace);
+  } else if (!st && gw.p) {
     if (gb.p && !gb.add && fuse) {
       lt_gemm_args g = {dt, true, false, in, out, rows, x, gy, gw.p, gw.add ? 1.f : 0.f, EPI_BGRAD_B, gb.p, fuse < 2};
       st = lt_gemm(h, g, &gb_done);

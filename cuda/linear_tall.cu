@@ -7,7 +7,8 @@
 //   k_tall_atb  C[M, N] (+)= A[R, M]^T . B[R, N]: a fixed grid (a function of R only) of blocks, each
 //               over a contiguous row range; thread (m, 4 columns of n) of slice s sums rows s, s + S,
 //               ...; the slices summed in order, one partial set per block; k_tall_sum adds the
-//               partial sets in block order (a warp per output, fixed butterfly). Bit-reproducible.
+//               partial sets in a fixed order (8 strided slices, then the slices in order).
+//               Bit-reproducible.
 #include <cstdlib>
 
 #include "common.cuh"
@@ -16,7 +17,7 @@
 namespace {
 
 constexpr int kTallThreads = 256, kTallMaxKN = 1024, kTallMaxBlocks = 1024;
-constexpr int64_t kTallRowsPerBlock = 1024, kTallMinRows = 8192;
+constexpr int64_t kTallRowsPerBlock = 128, kTallMinRows = 8192;
 
 __global__ void __launch_bounds__(kTallThreads)
     k_tall_ab(int64_t R, int K, int N, const float *__restrict__ X, const float *__restrict__ W, int w_trans,
@@ -63,6 +64,7 @@ __global__ void __launch_bounds__(kTallThreads)
   const int64_t r0 = (int64_t)blockIdx.x * per, r1 = r0 + per < R ? r0 + per : R;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   if (s < S)
+#pragma unroll 4
     for (int64_t r = r0 + s; r < r1; r += S) {
       const float a = A[r * M + m];
       const float4 b = *reinterpret_cast<const float4 *>(B + r * N + 4 * q);
@@ -82,16 +84,21 @@ __global__ void __launch_bounds__(kTallThreads)
   reinterpret_cast<float4 *>(part + (int64_t)blockIdx.x * M * N + (int64_t)m * N)[q] = v;
 }
 
-// C[t] (+)= sum_b part[b, t]: a warp per output, lane l sums b = l, l + 32, ..., then a fixed butterfly.
-__global__ void k_tall_sum(int nb, int mn, const float *part, float *C, int add) {
-  const int t = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = (int)threadIdx.x & 31;
-  if (t >= mn) return; // warp-uniform
+// C[t] (+)= sum_b part[b, t]: block of 32 outputs; thread (slice y, output x) sums b = y, y + 8, ...
+// (coalesced rows of the partial sets), then the 8 slices in order.
+__global__ void __launch_bounds__(256) k_tall_sum(int nb, int mn, const float *part, float *C, int add) {
+  __shared__ float red[8][32];
+  const int x = (int)threadIdx.x & 31, y = (int)threadIdx.x >> 5, t = (int)blockIdx.x * 32 + x;
   float s = 0.f;
-  for (int b = lane; b < nb; b += 32)
-    s += part[(int64_t)b * mn + t];
-  for (int o = 16; o; o >>= 1)
-    s += __shfl_xor_sync(0xffffffffu, s, o);
-  if (lane == 0) C[t] = add ? C[t] + s : s;
+  if (t < mn)
+    for (int b = y; b < nb; b += 8)
+      s += part[(int64_t)b * mn + t];
+  red[y][x] = s;
+  __syncthreads();
+  if (y != 0 || t >= mn) return;
+  for (int z = 1; z < 8; ++z)
+    s += red[z][x];
+  C[t] = add ? C[t] + s : s;
 }
 
 int64_t atb_blocks(int64_t R) {
@@ -130,7 +137,7 @@ tg_status cuda_tall_atb(tgc_stream s, int64_t R, int64_t M, int64_t N, const flo
   k_tall_atb<<<(unsigned)nb, kTallThreads, 0, s>>>(R, per, (int)M, (int)N, A, B, part);
   TGC_LAUNCHED("linear_tall_atb");
   const int mn = (int)(M * N);
-  k_tall_sum<<<(unsigned)((mn * 32 + 255) / 256), 256, 0, s>>>((int)nb, mn, part, C, add);
+  k_tall_sum<<<(unsigned)((mn + 31) / 32), 256, 0, s>>>((int)nb, mn, part, C, add);
   TGC_LAUNCHED("linear_tall_sum");
   return TG_OK;
 }

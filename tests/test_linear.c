@@ -646,6 +646,31 @@ Test(linear_cuda, bias_gradient_epilogue) {
   unsetenv("TIGA_LINEAR_BGRAD");
 }
 
+/* Tall-and-skinny f32 products (cuda/linear_tall.cu: at least 8192 rows, K and N multiples of 4,
+ * K * N <= 1024): every mode and leaf subset, fresh and accumulated gradients, odd row counts (not a
+ * multiple of a block's rows), on the tall kernels and again on cuBLAS (TIGA_LINEAR_TALL=0). */
+Test(linear_cuda, tall_skinny_products) {
+  static const int flags[4][3] = {{1, 1, 1}, {0, 0, 1}, {0, 1, 1}, {1, 1, 0}};
+  static const int64_t sizes[3][3] = {{20011, 8, 16}, {8192, 16, 8}, {9001, 4, 4}};
+  /* TIGA_TALL_TEST_QUICK=1: the tall kernels on the two smaller sizes in mode 0 only (racecheck) */
+  const char *qe = getenv("TIGA_TALL_TEST_QUICK");
+  const int quick = qe && *qe == '1';
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  for (int off = 0; off < 2 - quick; off++) {
+    if (off) setenv("TIGA_LINEAR_TALL", "0", 1);
+    for (int mode = 0; mode < 3 - 2 * quick; mode++)
+      for (int sz = quick; sz < 3; sz++)
+        for (int f = 0; f < 4; f++) {
+          lin2_cfg c = {mode, flags[f][0], flags[f][1], flags[f][2], sizes[sz][0], sizes[sz][1], sizes[sz][2]};
+          if (mode == 2) c.in = c.out;
+          lin2_check(crt, hrt, &c, TG_F32, 1e-5);
+        }
+    unsetenv("TIGA_LINEAR_TALL");
+  }
+  tg_runtime_destroy(crt);
+  tg_runtime_destroy(hrt);
+}
+
 Test(linear_cuda, fallback_paths) {
   setenv("TIGA_LINEAR_LT", "0", 1);
   lin2_all(TG_F32, 1e-5);
