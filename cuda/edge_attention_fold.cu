@@ -12,102 +12,116 @@ constexpr int kUnfoldBlocks = 2048; // fixed: the partials' order does not depen
 constexpr int kMaxFoldDim = 3, kMaxFoldHid = 128;
 
 // U[j, k] += sum_d wp[d, k] ps[j, d] (rows j < nk), then V[i, k] -= sum_d wp[d, k] pd[i, d] (rows
-// nk + i). Thread (row, unit): 256 / hid rows per block (hid a power of two, sh = log2 hid).
-__global__ void k_fold(int64_t nk, int64_t nq, int dim, int hid, int sh, float *U, float *V, const float *ps,
-                       const float *pd, const float *wp) {
-  __shared__ float w[kMaxFoldDim * kMaxFoldHid];
+// nk + i). Thread (row, 4 units): hid / 4 threads per row, one 16-byte read-modify-write each.
+__global__ void k_fold(int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps, const float *pd,
+                       const float *wp) {
+  __shared__ alignas(16) float w[kMaxFoldDim * kMaxFoldHid];
   for (int t = threadIdx.x; t < dim * hid; t += blockDim.x)
     w[t] = wp[t];
   __syncthreads();
-  const int k = (int)threadIdx.x & (hid - 1), rpb = kFoldThreads >> sh;
-  for (int64_t r = (int64_t)blockIdx.x * rpb + (threadIdx.x >> sh); r < nk + nq; r += (int64_t)gridDim.x * rpb) {
-    const bool src = r < nk;
-    const int64_t n = src ? r : r - nk;
-    const float *p = (src ? ps : pd) + n * dim;
-    float g = 0.f;
-    for (int d = 0; d < dim; ++d)
-      g = fmaf(w[d * hid + k], p[d], g);
-    float *x = (src ? U : V) + n * hid + k;
-    *x = src ? *x + g : *x - g;
+  const int hq = hid >> 2;
+  const int64_t t = (int64_t)blockIdx.x * kFoldThreads + threadIdx.x, r = t / hq;
+  if (r >= nk + nq) return;
+  const int k = 4 * (int)(t - r * hq);
+  const bool src = r < nk;
+  const int64_t n = src ? r : r - nk;
+  const float *p = (src ? ps : pd) + n * dim;
+  float4 g = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int d = 0; d < dim; ++d) {
+    const float pv = p[d];
+    const float4 wv = *reinterpret_cast<const float4 *>(w + d * hid + k);
+    g.x = fmaf(wv.x, pv, g.x);
+    g.y = fmaf(wv.y, pv, g.y);
+    g.z = fmaf(wv.z, pv, g.z);
+    g.w = fmaf(wv.w, pv, g.w);
   }
+  float4 *x = reinterpret_cast<float4 *>((src ? U : V) + n * hid + k);
+  float4 v = *x;
+  if (src)
+    v.x += g.x, v.y += g.y, v.z += g.z, v.w += g.w;
+  else
+    v.x -= g.x, v.y -= g.y, v.z -= g.z, v.w -= g.w;
+  *x = v;
 }
 
 // The fold's backward in one pass over dU and dV. Block b owns a fixed contiguous node range (the
 // grid is fixed: the partials' order does not depend on the device) and walks it in tiles of kTile
-// nodes, each side's rows staged in shared memory:
-//   positions: thread n of the tile: gps[n, d] += sum_k wp[d, k] dU[n, k], then gpd[n, d] -=
-//     sum_k wp[d, k] dV[n, k] (one thread both sides in turn, so gps == gpd is safe);
-//   wp: thread (d, k): sum over the tile's nodes of ps[n, d] dU[n, k] - pd[n, d] dV[n, k], in f64 (the
-//     two sums are of |pos| size and cancel to |ps - pd| size), node order; part[b, d, k] at the end.
-constexpr int kTile = 64;
+// nodes (a node per thread); per side the tile's rows are staged in shared memory (coalesced), then
+//   positions: thread n: xs[d] = sum_k wp[d, k] dU[n, k], xd[d] = the same of dV[n]; gps[n] += xs,
+//     gpd[n] -= xd at the tile's end (one thread both sides, so gps == gpd is safe);
+//   wp: thread (slice, pair (d, k)) sums ps[n, d] dU[n, k] - pd[n, d] dV[n, k] over the tile's nodes
+//     slice, slice + NS, ... (NS = kFoldThreads / (dim hid) slices) in f64 (the two sums are of |pos|
+//     size and cancel to |ps - pd| size); the slices are summed in order into part[b, d, k] at the end.
+// (Session 9's version staged 64 nodes and had 64 threads do the positions and 48 the wp sums per
+// tile, the rest waiting at barriers: 147-155 us at 400k nodes against ~40 us now, ncu cold.)
+constexpr int kTile = kFoldThreads, kMaxUnfoldHid = 32;
 __global__ void __launch_bounds__(kFoldThreads)
-    k_unfold(int64_t nk, int64_t nq, int dim, int hid, int sh, const float *dU, const float *dV, const float *ps,
+    k_unfold(int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV, const float *ps,
              const float *pd, const float *wp, float *gps, float *gpd, double *part) {
   extern __shared__ float sm[]; // [kTile][hid + 1] rows, then [kTile][kMaxFoldDim] positions
-  __shared__ float w[kMaxFoldDim * kMaxFoldHid];
+  __shared__ float w[kMaxFoldDim * kMaxUnfoldHid];
+  __shared__ double red[kFoldThreads];
   float *rows = sm, *pos = sm + kTile * (hid + 1);
   for (int t = threadIdx.x; t < dim * hid; t += blockDim.x)
     w[t] = wp ? wp[t] : 0.f;
   const int64_t nmax = nk > nq ? nk : nq, per = (nmax + gridDim.x - 1) / gridDim.x;
   const int64_t n0 = (int64_t)blockIdx.x * per, n1 = n0 + per < nmax ? n0 + per : nmax;
-  constexpr int kPairs = (kMaxFoldDim * kMaxFoldHid + kFoldThreads - 1) / kFoldThreads;
-  double acc[kPairs];
-#pragma unroll
-  for (int q = 0; q < kPairs; ++q)
-    acc[q] = 0.0;
+  const int P = dim * hid, NS = kFoldThreads / P, sl = (int)threadIdx.x / P, tp = (int)threadIdx.x % P;
+  const int pd_ = tp / hid, pk = tp % hid, tid = (int)threadIdx.x;
+  double acc = 0.0;
   for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
     const int tn = (int)(n1 - t0 < kTile ? n1 - t0 : kTile);
-    float r[kMaxFoldDim] = {0.f, 0.f, 0.f}; // the thread's node: side 0's position gradient
+    float x[2][kMaxFoldDim] = {{0.f, 0.f, 0.f}, {0.f, 0.f, 0.f}};
+#pragma unroll
     for (int side = 0; side < 2; ++side) {
       const float *g = side ? dV : dU, *p = side ? pd : ps;
       const int64_t lim = side ? nq : nk;
       const int valid = g ? (int)(lim - t0 < tn ? (lim - t0 > 0 ? lim - t0 : 0) : tn) : 0;
-      __syncthreads(); // the previous side's readers are done
-      for (int e = threadIdx.x; e < tn * hid; e += blockDim.x) {
-        const int n = e >> sh, k = e & (hid - 1);
-        rows[n * (hid + 1) + k] = n < valid ? g[(t0 + n) * hid + k] : 0.f;
+      __syncthreads(); // w is loaded; the previous side's readers are done
+      for (int e = tid; e < tn * hid; e += kFoldThreads) {
+        const int n = e / hid;
+        rows[n * (hid + 1) + (e - n * hid)] = n < valid ? g[t0 * hid + e] : 0.f;
       }
-      for (int e = threadIdx.x; e < tn * dim; e += blockDim.x)
+      for (int e = tid; e < tn * dim; e += kFoldThreads)
         pos[e] = part && p && e / dim < valid ? p[t0 * dim + e] : 0.f;
       __syncthreads();
-      const int n = (int)threadIdx.x;
-      if (n < valid && (side ? gpd : gps)) {
-        float x[kMaxFoldDim] = {0.f, 0.f, 0.f};
+      if (tid < valid && (side ? gpd : gps))
         for (int k = 0; k < hid; ++k) {
-          const float v = rows[n * (hid + 1) + k];
-          for (int d = 0; d < dim; ++d)
-            x[d] = fmaf(w[d * hid + k], v, x[d]);
-        }
-        for (int d = 0; d < dim; ++d)
-          if (side)
-            gpd[(t0 + n) * dim + d] -= x[d];
-          else
-            r[d] = x[d];
-      }
-      if (side == 1 && n < tn && gps && t0 + n < nk) // side 0's, after side 1's (gps == gpd: one thread)
-        for (int d = 0; d < dim; ++d)
-          gps[(t0 + n) * dim + d] += r[d];
-      if (part)
+          const float v = rows[tid * (hid + 1) + k];
 #pragma unroll
-        for (int q = 0; q < kPairs; ++q) {
-          const int t = (int)threadIdx.x + q * kFoldThreads;
-          if (t >= dim * hid) break;
-          const int d = t / hid, k = t - d * hid;
-          double a = acc[q];
-          for (int m = 0; m < valid; ++m) {
-            const double v = (double)pos[m * dim + d] * (double)rows[m * (hid + 1) + k];
-            a = side ? a - v : a + v;
-          }
-          acc[q] = a;
+          for (int d = 0; d < kMaxFoldDim; ++d)
+            if (d < dim) x[side][d] = fmaf(w[d * hid + k], v, x[side][d]);
         }
+      if (part && sl < NS)
+        for (int m = sl; m < valid; m += NS) {
+          const double v = (double)pos[m * dim + pd_] * (double)rows[m * (hid + 1) + pk];
+          acc = side ? acc - v : acc + v;
+        }
+    }
+    const int64_t n = t0 + tid;
+    if (tid < tn) {
+      const bool ws = gps && n < nk && dU, wd = gpd && n < nq && dV;
+#pragma unroll
+      for (int d = 0; d < kMaxFoldDim; ++d) {
+        if (d >= dim) break;
+        if (ws && wd && gps == gpd) { // one position value on both sides
+          gps[n * dim + d] = gps[n * dim + d] - x[1][d] + x[0][d];
+          continue;
+        }
+        if (wd) gpd[n * dim + d] -= x[1][d];
+        if (ws) gps[n * dim + d] += x[0][d];
+      }
     }
   }
-  if (part)
-#pragma unroll
-    for (int q = 0; q < kPairs; ++q) {
-      const int t = (int)threadIdx.x + q * kFoldThreads;
-      if (t < dim * hid) part[(int64_t)blockIdx.x * dim * hid + t] = acc[q];
-    }
+  if (!part) return;
+  red[tid] = sl < NS ? acc : 0.0;
+  __syncthreads();
+  if (tid < P) {
+    double a = red[tid];
+    for (int z = 1; z < NS; ++z)
+      a += red[z * P + tid];
+    part[(int64_t)blockIdx.x * P + tid] = a;
+  }
 }
 
 // gwp[t] += sum_b part[b, t]: a warp per t, lane l sums b = l, l + 32, ... then a fixed butterfly.
@@ -123,17 +137,12 @@ __global__ void k_unfold_wsum(int nparts, int nt, const double *part, float *gwp
 }
 
 bool fold_sizes_ok(const char *op, int64_t nk, int64_t nq, int dim, int hid) {
-  if (nk < 0 || nq < 0 || dim < 1 || dim > kMaxFoldDim || hid < 1 || hid > kMaxFoldHid || kFoldThreads % hid != 0) {
-    tgc_set_error("%s: unsupported sizes nk %lld, nq %lld, dim %d, hid %d (dim 1..%d, hid dividing %d, <= %d)", op,
-                  (long long)nk, (long long)nq, dim, hid, kMaxFoldDim, kFoldThreads, kMaxFoldHid);
+  if (nk < 0 || nq < 0 || dim < 1 || dim > kMaxFoldDim || hid < 4 || hid > kMaxFoldHid || kFoldThreads % hid != 0) {
+    tgc_set_error("%s: unsupported sizes nk %lld, nq %lld, dim %d, hid %d (dim 1..%d, hid 4..%d dividing %d)", op,
+                  (long long)nk, (long long)nq, dim, hid, kMaxFoldDim, kMaxFoldHid, kFoldThreads);
     return false;
   }
   return true;
-}
-
-unsigned grid_for(int64_t n) {
-  const int64_t b = (n + kFoldThreads - 1) / kFoldThreads;
-  return (unsigned)(b < 65535 * 32 ? (b > 0 ? b : 1) : 65535 * 32);
 }
 
 } // namespace
@@ -147,9 +156,14 @@ tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid,
     tgc_set_error("cuda_edge_fold: U, V, ps, pd and wp are all needed");
     return TG_ERR_INVALID_ARGUMENT;
   }
+  if (!tgc_aligned(U, 16) || !tgc_aligned(V, 16)) {
+    tgc_set_error("cuda_edge_fold: U and V must be 16-byte aligned");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
   if ((nk + nq) * hid == 0) return TG_OK;
-  const int sh = __builtin_ctz((unsigned)hid);
-  k_fold<<<grid_for((nk + nq) * hid), kFoldThreads, 0, s>>>(nk, nq, dim, hid, sh, U, V, ps, pd, wp);
+  const int64_t threads = (nk + nq) * (hid / 4);
+  k_fold<<<(unsigned)((threads + kFoldThreads - 1) / kFoldThreads), kFoldThreads, 0, s>>>(nk, nq, dim, hid, U, V, ps,
+                                                                                          pd, wp);
   TGC_LAUNCHED("edge_attention_fold");
   return TG_OK;
 }
@@ -175,9 +189,12 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
   }
   if (nmax == 0 || (!gps && !gpd && !wgrad)) return TG_OK;
   double *part = wgrad ? static_cast<double *>(ws) : nullptr;
+  if (hid > kMaxUnfoldHid) {
+    tgc_set_error("cuda_edge_unfold: hid %d above the %d its tiles hold", hid, kMaxUnfoldHid);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
   const size_t smem = sizeof(float) * (size_t)kTile * (size_t)(hid + 1 + kMaxFoldDim);
-  k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, __builtin_ctz((unsigned)hid), dU, dV, ps, pd, wp,
-                                                     gps, gpd, part);
+  k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, dU, dV, ps, pd, wp, gps, gpd, part);
   TGC_LAUNCHED("edge_attention_unfold");
   if (wgrad) {
     const int nt = dim * hid;
