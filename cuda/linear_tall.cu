@@ -7,7 +7,7 @@
 //   k_tall_atb  C[M, N] (+)= A[R, M]^T . B[R, N]: a fixed grid (a function of R only) of blocks, each
 //               over a contiguous row range; thread (m, 4 columns of n) of slice s sums rows s, s + S,
 //               ...; the slices summed in order, one partial set per block; k_tall_sum adds the
-//               partial sets in a fixed order (8 strided slices, then the slices in order).
+//               partial sets in a fixed order (32 strided slices, then the slices in order).
 //               Bit-reproducible.
 #include <cstdlib>
 
@@ -84,19 +84,21 @@ __global__ void __launch_bounds__(kTallThreads)
   reinterpret_cast<float4 *>(part + (int64_t)blockIdx.x * M * N + (int64_t)m * N)[q] = v;
 }
 
-// C[t] (+)= sum_b part[b, t]: block of 32 outputs; thread (slice y, output x) sums b = y, y + 8, ...
-// (coalesced rows of the partial sets), then the 8 slices in order.
-__global__ void __launch_bounds__(256) k_tall_sum(int nb, int mn, const float *part, float *C, int add) {
-  __shared__ float red[8][32];
+// C[t] (+)= sum_b part[b, t]: block of 32 outputs; thread (slice y, output x) sums b = y, y + 32, ...
+// (coalesced rows of the partial sets, several loads in flight), then the 32 slices in order.
+constexpr int kSumSlices = 32;
+__global__ void __launch_bounds__(32 * kSumSlices) k_tall_sum(int nb, int mn, const float *part, float *C, int add) {
+  __shared__ float red[kSumSlices][32];
   const int x = (int)threadIdx.x & 31, y = (int)threadIdx.x >> 5, t = (int)blockIdx.x * 32 + x;
   float s = 0.f;
   if (t < mn)
-    for (int b = y; b < nb; b += 8)
+#pragma unroll 4
+    for (int b = y; b < nb; b += kSumSlices)
       s += part[(int64_t)b * mn + t];
   red[y][x] = s;
   __syncthreads();
   if (y != 0 || t >= mn) return;
-  for (int z = 1; z < 8; ++z)
+  for (int z = 1; z < kSumSlices; ++z)
     s += red[z][x];
   C[t] = add ? C[t] + s : s;
 }
@@ -137,7 +139,7 @@ tg_status cuda_tall_atb(tgc_stream s, int64_t R, int64_t M, int64_t N, const flo
   k_tall_atb<<<(unsigned)nb, kTallThreads, 0, s>>>(R, per, (int)M, (int)N, A, B, part);
   TGC_LAUNCHED("linear_tall_atb");
   const int mn = (int)(M * N);
-  k_tall_sum<<<(unsigned)((mn + 31) / 32), 256, 0, s>>>((int)nb, mn, part, C, add);
+  k_tall_sum<<<(unsigned)((mn + 31) / 32), 32 * kSumSlices, 0, s>>>((int)nb, mn, part, C, add);
   TGC_LAUNCHED("linear_tall_sum");
   return TG_OK;
 }

@@ -808,7 +808,12 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * so that no edge multiplies positions; its pre-activation rounding then grows with |pos| rather
  * than with |pos_src[j] - pos_dst[i]| (about 6e-8 |pos| |w1_geom|): keep coordinates near the
  * origin (centre them) when they are large next to the neighbourhood size. The environment
- * variable TIGA_EA_FOLD=0 turns the fold off. */
+ * variable TIGA_EA_FOLD=0 turns the fold off.
+ * The small f32 case (hidden 16, no geometry left per edge — none, or folded — no edge_feat,
+ * H <= 4 and H * F in {4, 8, 16}) runs kernels where one lane evaluates a whole edge; a row is
+ * walked by 1..8 lanes (more on small graphs), so a hub row of degree d costs about d / 8 serial
+ * edge steps: on graphs with very long rows TIGA_EA_LANES=0 (the general kernels, 32 lanes a row)
+ * may be faster. Results are bit-reproducible either way (sums in orders fixed by the sizes). */
 TG_API tg_id tg_edge_attention(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src,
                                tg_id x_dst, tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
                                const tg_graph_attention_options *opts);
