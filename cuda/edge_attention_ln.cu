@@ -381,48 +381,49 @@ int lanes_ln(const tgc_edge_attn *ea, int64_t n) {
 
 static unsigned ln_blocks(int64_t n, int G) { return (unsigned)((n * G + kLnThreads - 1) / kLnThreads); }
 
-#define TGEA_LN_CALL(h, f, K)                                                                                          \
+// K::go<H, F> launches one kernel family's instance for the call's (H, F).
+struct LnFwd {
+  template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_fwd_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+  }
+};
+struct LnDst {
+  template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_dst_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+  }
+};
+struct LnSrc {
+  template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_src_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+  }
+};
+template <class K> static tg_status launch_ln(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {
+#define X(h, f)                                                                                                        \
   if (a.H == h && a.F == f)                                                                                            \
-    K<h, f><<<blocks, kLnThreads, 0, s>>>(a);                                                                          \
+    K::template go<h, f>(s, blocks, a);                                                                                \
   else
-
-tg_status forward_lanes(cudaStream_t s, const Args &a) {
-  const unsigned blocks = ln_blocks(a.nq, a.lanes);
-#define X(h, f) TGEA_LN_CALL(h, f, k_fwd_ln)
   TGEA_LN_PAIRS(X) {
     tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
     return TG_ERR_UNSUPPORTED;
   }
 #undef X
-  TGC_LAUNCHED("edge_attention_forward");
+  TGC_LAUNCHED(what);
   return TG_OK;
+}
+
+tg_status forward_lanes(cudaStream_t s, const Args &a) {
+  return launch_ln<LnFwd>(s, ln_blocks(a.nq, a.lanes), a, "edge_attention_forward");
 }
 
 tg_status dst_lanes(cudaStream_t s, Args &a) {
   // grid-stride over the rows: at most dst_blocks(nq) blocks, the partial sets the workspace holds
   const int64_t want = ln_blocks(a.nq, a.lanes), cap = dst_blocks(a.nq);
-  const unsigned blocks = (unsigned)(want < cap ? want : cap);
-  a.nblk = (int)blocks;
-#define X(h, f) TGEA_LN_CALL(h, f, k_dst_ln)
-  TGEA_LN_PAIRS(X) {
-    tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
-    return TG_ERR_UNSUPPORTED;
-  }
-#undef X
-  TGC_LAUNCHED("edge_attention_backward_dst");
-  return TG_OK;
+  a.nblk = (int)(want < cap ? want : cap);
+  return launch_ln<LnDst>(s, (unsigned)a.nblk, a, "edge_attention_backward_dst");
 }
 
 tg_status src_lanes(cudaStream_t s, const Args &a) {
-  const unsigned blocks = ln_blocks(a.nk, a.slanes);
-#define X(h, f) TGEA_LN_CALL(h, f, k_src_ln)
-  TGEA_LN_PAIRS(X) {
-    tgc_set_error("edge attention: no lane kernel for H %lld, F %lld", (long long)a.H, (long long)a.F);
-    return TG_ERR_UNSUPPORTED;
-  }
-#undef X
-  TGC_LAUNCHED("edge_attention_backward_src");
-  return TG_OK;
+  return launch_ln<LnSrc>(s, ln_blocks(a.nk, a.slanes), a, "edge_attention_backward_src");
 }
 
 } // namespace tgea
