@@ -27,8 +27,9 @@ __global__ void __launch_bounds__(kFwdWarps * 32, RM == 1 ? 3 : 1) k_fwd(const A
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
-  const int64_t i = (int64_t)blockIdx.x * kFwdWarps + wid;
-  if (i >= a.nq) return; // warp-uniform, after the block's only barrier
+  const int64_t rk = (int64_t)blockIdx.x * kFwdWarps + wid;
+  if (rk >= a.nq) return; // warp-uniform, after the block's only barrier
+  const int64_t i = sched(a.ro, rk);
   FwdSm<HID, HP> &sm = sms[wid];
   for (int k = lane; k < HID; k += 32)
     sm.c[k] = w.b1[k] + (a.V ? ldf<T>(a.V, i * HID + k) : 0.f);
@@ -181,6 +182,10 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   if (lanes_ok(a, x)) {
     x.lanes = lanes_ln(a, g->nq);
     return forward_lanes(s, x);
+  }
+  if ((x.slice = slice_of(a, x)) != 0) {
+    x.lanes = sl_groups(a, x.slice, g->nq);
+    return forward_slices(s, x);
   }
   return packed_for(x.hid) ? forward_packed(s, x) : dispatch<Fwd>(s, x);
 }

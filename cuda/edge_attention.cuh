@@ -40,9 +40,11 @@ struct Args {
   int rows;   // packed kernels: destination rows per chunk (rows_for(nq))
   int srows;  // packed kernels: sources per chunk (rows_for(nk))
   int lanes;  // lane kernels: lanes per destination row (lanes_ln(nq))
-  int slanes; // lane kernels: lanes per source (lanes_ln(nk))
+  int slanes; // lane kernels: lanes per source (lanes_ln(nk)); slice kernels: slices per source
+  int slice;  // slice kernels: lanes an edge (8 or 16; 0: not the slice kernels)
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
+  const int32_t *ro, *so; // schedules of the rows and of the sources (NULL: identity)
   const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
   const float *ps, *pd;
   void *out;
@@ -52,6 +54,9 @@ struct Args {
   float *D, *part;
   tgc_edge_grads g;
 };
+
+// The r-th segment handed out under schedule o (NULL: r itself).
+__device__ __forceinline__ int64_t sched(const int32_t *o, int64_t r) { return o ? (int64_t)__ldg(o + r) : r; }
 
 template <typename T> __device__ __forceinline__ float ldf(const void *p, int64_t i) {
   return tgc_to_f(static_cast<const T *>(p)[i]);
@@ -422,6 +427,8 @@ static inline tg_status make_args(const char *op, const tgc_csr *g, const tgc_ed
   x->tp = g->t_ptr;
   x->tr = g->t_row;
   x->te = g->t_edge;
+  x->ro = a->row_order;
+  x->so = a->src_order;
   x->U = in->U;
   x->V = in->V;
   x->fe = a->Fe > 0 ? in->fe : nullptr;
@@ -503,5 +510,14 @@ int lanes_ln(const tgc_edge_attn *ea, int64_t n);
 tg_status forward_lanes(cudaStream_t s, const Args &a);
 tg_status dst_lanes(cudaStream_t s, Args &a);
 tg_status src_lanes(cudaStream_t s, const Args &a);
+// Slice kernels (cuda/edge_attention_sl.cu): f32 at hidden 64, no edge features, H in {1, 2, 4},
+// aligned rows; S lanes share an edge. slice_of: S for the call (0: not taken); sl_groups: slices
+// per segment for n segments. Forward and backward decide alike; the launchers read a.slice and
+// a.lanes / a.slanes (dst_slices sets a.nblk).
+int slice_of(const tgc_edge_attn *ea, const Args &a);
+int sl_groups(const tgc_edge_attn *ea, int S, int64_t n);
+tg_status forward_slices(cudaStream_t s, const Args &a);
+tg_status dst_slices(cudaStream_t s, Args &a);
+tg_status src_slices(cudaStream_t s, const Args &a);
 
 } // namespace tgea

@@ -46,6 +46,16 @@ typedef struct tgc_edge_attn {
   uint64_t seed, call;
   int lanes; /* the lane kernels (the small case, cuda/edge_attention_ln.cu): 0 by size, < 0 off,
               * n > 0 n lanes per segment (TIGA_EA_LANES, for tests and the bench) */
+  int slice; /* the slice kernels (f32 hidden 64, cuda/edge_attention_sl.cu): 0 where they apply,
+              * < 0 off (TIGA_EA_SLICE=0, for tests and the bench) */
+  /* Schedules (NULL: the identity): device int32 permutations of [0, Nq) and [0, Nk) giving the
+   * order in which the destination rows and the sources are handed to lanes / warps, so that the
+   * ones that run together gather overlapping rows (a locality order of the graph: ops/relation.h,
+   * dev.order). A performance hint: every row's and source's result is the same bits in any
+   * order; the weight gradients' partial sums follow the schedule (fixed for a fixed relation).
+   * The lane and warp-per-segment kernels follow them; the packed kernels (consecutive chunks of
+   * rows) do not. */
+  const int32_t *row_order, *src_order;
 } tgc_edge_attn;
 
 /* The inputs every launcher reads (NULL where absent). */

@@ -60,7 +60,8 @@ __global__ void __launch_bounds__(kDstWarps * 32, RM == 1 ? (HP == 1 ? 6 : 5) : 
     db2[h] = 0.f;
   const int64_t nw = (int64_t)gridDim.x * kDstWarps;
 #pragma unroll 1
-  for (int64_t i = (int64_t)blockIdx.x * kDstWarps + wid; i < a.nq; i += nw) {
+  for (int64_t rk = (int64_t)blockIdx.x * kDstWarps + wid; rk < a.nq; rk += nw) {
+    const int64_t i = sched(a.ro, rk);
     float g[RM][V], o[RM][V], D[HP];
 #pragma unroll
     for (int r = 0; r < RM; ++r) {
@@ -298,8 +299,9 @@ __global__ void __launch_bounds__(kSrcWarps * 32, src_min_blocks(HID, HP, RM)) k
   load_wts<T, HID>(w, a);
   __syncthreads();
   const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31, es = lane >> 4, kk = lane & 15;
-  const int64_t j = (int64_t)blockIdx.x * kSrcWarps + wid;
-  if (j >= a.nk) return; // warp-uniform, after the block's only barrier
+  const int64_t rk = (int64_t)blockIdx.x * kSrcWarps + wid;
+  if (rk >= a.nk) return; // warp-uniform, after the block's only barrier
+  const int64_t j = sched(a.so, rk);
   SrcSm<HID, HP> &sm = reinterpret_cast<SrcSm<HID, HP> *>(dyn)[wid];
   float *const sfe = dyn + kSrcWarps * sizeof(SrcSm<HID, HP>) / sizeof(float) + wid * 32 * a.Fe;
   for (int k = lane; k < HID; k += 32)
@@ -537,6 +539,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   const bool ln = lanes_ok(a, x) && tgc_aligned(workspace, sizeof(float2));
   x.lanes = lanes_ln(a, g->nq);
   x.slanes = lanes_ln(a, g->nk);
+  x.slice = ln || !tgc_aligned(workspace, sizeof(float2)) ? 0 : slice_of(a, x);
+  if (x.slice) {
+    x.lanes = sl_groups(a, x.slice, g->nq);
+    x.slanes = sl_groups(a, x.slice, g->nk);
+  }
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
@@ -546,11 +553,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     }
     x.D = static_cast<float *>(workspace);
     x.part = x.D + ws_d_floats(g, a);
-    st = ln ? dst_lanes(s, x) : packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
+    st = ln ? dst_lanes(s, x) : x.slice ? dst_slices(s, x) : packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
     if (st != TG_OK) return st;
   }
   if (src) {
-    st = ln ? src_lanes(s, x) : packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
+    st = ln ? src_lanes(s, x) : x.slice ? src_slices(s, x) : packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
     if (st != TG_OK) return st;
   }
   if (wgrad) {

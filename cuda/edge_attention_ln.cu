@@ -5,8 +5,9 @@
 // H <= 4 and H * F in {4, 8, 16} (the exact (H, F) pairs of kLnPairs), 16-byte aligned rows.
 //
 // A segment (destination row, or a source's transposed entries) belongs to a group of G lanes
-// (G a power of two, lanes_ln); lane q of the group takes the segment's edges q, q + G, ... in
-// order, keeping its own state in registers; the lanes' states are then merged by a fixed xor
+// (G a power of two, lanes_ln), the groups taking the segments in the schedule's order (Args ro /
+// so: a locality order, so that the groups of a warp gather overlapping rows); lane q of the group takes the segment's
+// edges q, q + G, ... in order, keeping its own state in registers; the lanes' states are then merged by a fixed xor
 // butterfly and lane 0 writes. Every sum's order depends on the sizes alone: bit-reproducible.
 //   k_fwd_ln  per row: online softmax (m, l) and the output accumulators -> out, lse.
 //   k_dst_ln  per row: (lse, D)[i] side by side for k_src_ln (the workspace's D area holds two
@@ -95,15 +96,39 @@ __device__ __forceinline__ void ln_scores(const LnW<H> &w, float slope, const fl
   }
 }
 
+// A lane's walk over its edges e = e0, e0 + G, ... < e1: n = idx(e) is the gathered node (col_idx
+// or the transpose's row), load(n, d) gathers its rows into d, body(e, n, d) consumes them.
+// (Overlapping the next edge's gathers with this one's arithmetic — an L1 prefetch, or a second
+// payload in registers — measured slower or equal: run_s11b.sh.)
+template <class D, class Idx, class Load, class Body>
+__device__ __forceinline__ void walk(int64_t e0, int64_t e1, int G, Idx idx, Load load, Body body) {
+#pragma unroll 1
+  for (int64_t e = e0; e < e1; e += G) {
+    const int64_t n = idx(e);
+    D d;
+    load(n, d);
+    body(e, n, d);
+  }
+}
+
+// What a row's lane gathers per edge (the source j's U row and value row), and what a source's lane
+// gathers per transposed entry (the row i's V row, dout row and (lse, D) pairs).
+template <int HF> struct LnJ { float u[kLnHid], v[HF]; };
+template <int H, int HF> struct LnI {
+  float c[kLnHid], g[HF];
+  float2 ld[H];
+};
+
 template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3 : 2) k_fwd_ln(const Args a) {
   constexpr int HF = H * F;
   __shared__ LnW<H> w;
   load_lnw<H>(w, a);
   __syncthreads();
   const int G = a.lanes;
-  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, i = t / G;
+  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, rk = t / G;
   const int q = (int)(t % G);
-  if (i >= a.nq) return; // the whole group (G consecutive lanes share i)
+  if (rk >= a.nq) return; // the whole group (G consecutive lanes share rk)
+  const int64_t i = sched(a.ro, rk);
   float c[kLnHid], m[H], l[H], acc[HF];
   ld16(a.V, i, c);
 #pragma unroll
@@ -116,27 +141,28 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3
   for (int f = 0; f < HF; ++f)
     acc[f] = 0.f;
   const float *vals = static_cast<const float *>(a.vals);
-  const int64_t e1 = a.rp[i + 1];
-#pragma unroll 1
-  for (int64_t e = a.rp[i] + q; e < e1; e += G) {
-    const int64_t j = a.ci[e];
-    float u[kLnHid], x[kLnHid], s[H], v[HF];
-    ld16(a.U, j, u);
-    ldv<HF>(vals + j * HF, v);
-    ln_scores<H>(w, a.slope, c, u, x, s);
+  walk<LnJ<HF>>(
+      a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
+      [&](int64_t j, LnJ<HF> &d) {
+        ld16(a.U, j, d.u);
+        ldv<HF>(vals + j * HF, d.v);
+      },
+      [&](int64_t, int64_t j, const LnJ<HF> &d) {
+        float x[kLnHid], s[H];
+        ln_scores<H>(w, a.slope, c, d.u, x, s);
 #pragma unroll
-    for (int h = 0; h < H; ++h) {
-      const float mn = fmaxf(m[h], s[h]);
-      const float sc = mn == -INFINITY ? 1.f : __expf(m[h] - mn);
-      const float p = mn == -INFINITY ? 0.f : __expf(s[h] - mn);
-      l[h] = l[h] * sc + p;
-      m[h] = mn;
-      const float pw = p * a.drop.w(h, i, j);
+        for (int h = 0; h < H; ++h) {
+          const float mn = fmaxf(m[h], s[h]);
+          const float sc = mn == -INFINITY ? 1.f : __expf(m[h] - mn);
+          const float p = mn == -INFINITY ? 0.f : __expf(s[h] - mn);
+          l[h] = l[h] * sc + p;
+          m[h] = mn;
+          const float pw = p * a.drop.w(h, i, j);
 #pragma unroll
-      for (int f = 0; f < F; ++f)
-        acc[h * F + f] = fmaf(pw, v[h * F + f], acc[h * F + f] * sc);
-    }
-  }
+          for (int f = 0; f < F; ++f)
+            acc[h * F + f] = fmaf(pw, d.v[h * F + f], acc[h * F + f] * sc);
+        }
+      });
   // merge the group's states (each lane's edges are a strided subset: softmax sums commute)
   const unsigned gm = tgg::group_mask(G);
   for (int o = 1; o < G; o <<= 1)
@@ -191,7 +217,8 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
     db2[h] = 0.f;
   const float *vals = static_cast<const float *>(a.vals);
 #pragma unroll 1
-  for (int64_t i = t0 / G; i < a.nq; i += stride) { // group-uniform
+  for (int64_t rk = t0 / G; rk < a.nq; rk += stride) { // group-uniform
+    const int64_t i = sched(a.ro, rk);
     float g[HF], D[H], lse[H];
 #pragma unroll
     for (int h = 0; h < H; ++h)
@@ -217,38 +244,39 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
       c[k] = w.b1[k] + c[k];
       rs[k] = 0.f;
     }
-    const int64_t e1 = a.rp[i + 1];
-#pragma unroll 1
-    for (int64_t e = a.rp[i] + q; e < e1; e += G) {
-      const int64_t j = a.ci[e];
-      float u[kLnHid], x[kLnHid], s[H], v[HF];
-      ld16(a.U, j, u);
-      ldv<HF>(vals + j * HF, v);
-      ln_scores<H>(w, a.slope, c, u, x, s);
-      float ds[H];
+    walk<LnJ<HF>>(
+        a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
+        [&](int64_t j, LnJ<HF> &d) {
+          ld16(a.U, j, d.u);
+          ldv<HF>(vals + j * HF, d.v);
+        },
+        [&](int64_t, int64_t j, const LnJ<HF> &d) {
+          float x[kLnHid], s[H];
+          ln_scores<H>(w, a.slope, c, d.u, x, s);
+          float ds[H];
 #pragma unroll
-      for (int h = 0; h < H; ++h) {
-        const float p = __expf(s[h] - lse[h]);
-        float dp = 0.f;
+          for (int h = 0; h < H; ++h) {
+            const float p = __expf(s[h] - lse[h]);
+            float dp = 0.f;
 #pragma unroll
-        for (int f = 0; f < F; ++f)
-          dp = fmaf(g[h * F + f], v[h * F + f], dp);
-        ds[h] = p * (dp * a.drop.w(h, i, j) - D[h]);
-        db2[h] += ds[h];
-      }
+            for (int f = 0; f < F; ++f)
+              dp = fmaf(g[h * F + f], d.v[h * F + f], dp);
+            ds[h] = p * (dp * a.drop.w(h, i, j) - D[h]);
+            db2[h] += ds[h];
+          }
 #pragma unroll
-      for (int k = 0; k < kLnHid; ++k) {
-        float dz = 0.f;
+          for (int k = 0; k < kLnHid; ++k) {
+            float dz = 0.f;
 #pragma unroll
-        for (int h = 0; h < H; ++h)
-          dz = fmaf(ds[h], w.w2[k][h], dz);
-        rs[k] += x[k] > 0.f ? dz : a.slope * dz;
-        const float z = leaky(x[k], a.slope);
+            for (int h = 0; h < H; ++h)
+              dz = fmaf(ds[h], w.w2[k][h], dz);
+            rs[k] += x[k] > 0.f ? dz : a.slope * dz;
+            const float z = leaky(x[k], a.slope);
 #pragma unroll
-        for (int h = 0; h < H; ++h)
-          dw2[k][h] = fmaf(z, ds[h], dw2[k][h]);
-      }
-    }
+            for (int h = 0; h < H; ++h)
+              dw2[k][h] = fmaf(z, ds[h], dw2[k][h]);
+          }
+        });
 #pragma unroll
     for (int k = 0; k < kLnHid; ++k)
       sdb1[k][threadIdx.x] += rs[k];
@@ -293,9 +321,10 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   load_lnw<H>(w, a);
   __syncthreads();
   const int G = a.slanes;
-  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, j = t / G;
+  const int64_t t = (int64_t)blockIdx.x * kLnThreads + threadIdx.x, rk = t / G;
   const int q = (int)(t % G);
-  if (j >= a.nk) return;
+  if (rk >= a.nk) return;
+  const int64_t j = sched(a.so, rk);
   const int64_t e1 = a.tp[j + 1];
   if (a.tp[j] == e1) return; // group-uniform; nothing to add
   float u[kLnHid], vj[HF], dU[kLnHid], dv[HF];
@@ -307,42 +336,47 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
 #pragma unroll
   for (int f = 0; f < HF; ++f)
     dv[f] = 0.f;
-#pragma unroll 1
-  for (int64_t e = a.tp[j] + q; e < e1; e += G) {
-    const int64_t i = a.tr[e];
-    float c[kLnHid], x[kLnHid], s[H], g[HF];
-    ld16(a.V, i, c);
-#pragma unroll
-    for (int k = 0; k < kLnHid; ++k)
-      c[k] = w.b1[k] + c[k];
-    ldv<HF>(static_cast<const float *>(a.dout) + i * HF, g);
-    ln_scores<H>(w, a.slope, c, u, x, s);
-    float ds[H];
-#pragma unroll
-    for (int h = 0; h < H; ++h) {
-      // (lse, D) of (i, h) side by side (k_dst_ln's record: one sector per edge); lse alone when
-      // no da is wanted (k_dst_ln did not run)
-      const float2 ld =
-          a.srcda ? reinterpret_cast<const float2 *>(a.D)[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
-      const float p = __expf(s[h] - ld.x), wd = a.drop.w(h, i, j), pw = p * wd;
-      float dp = 0.f;
-#pragma unroll
-      for (int f = 0; f < F; ++f) {
-        dv[h * F + f] = fmaf(pw, g[h * F + f], dv[h * F + f]);
-        dp = fmaf(g[h * F + f], vj[h * F + f], dp);
-      }
-      ds[h] = a.srcda ? p * (dp * wd - ld.y) : 0.f;
-    }
-    if (a.srcda)
-#pragma unroll
-      for (int k = 0; k < kLnHid; ++k) {
-        float dz = 0.f;
+  const float *dout = static_cast<const float *>(a.dout);
+  const float2 *dp2 = reinterpret_cast<const float2 *>(a.D);
+  walk<LnI<H, HF>>(
+      a.tp[j] + q, e1, G, [&](int64_t e) { return (int64_t)a.tr[e]; },
+      [&](int64_t i, LnI<H, HF> &d) {
+        ld16(a.V, i, d.c);
+        ldv<HF>(dout + i * HF, d.g);
+    // (lse, D) of (i, h) side by side (k_dst_ln's record: one sector per edge); lse alone when
+    // no da is wanted (k_dst_ln did not run)
 #pragma unroll
         for (int h = 0; h < H; ++h)
-          dz = fmaf(ds[h], w.w2[k][h], dz);
-        dU[k] += x[k] > 0.f ? dz : a.slope * dz;
-      }
-  }
+          d.ld[h] = a.srcda ? dp2[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
+      },
+      [&](int64_t, int64_t i, const LnI<H, HF> &d) {
+        float c[kLnHid], x[kLnHid], s[H];
+#pragma unroll
+        for (int k = 0; k < kLnHid; ++k)
+          c[k] = w.b1[k] + d.c[k];
+        ln_scores<H>(w, a.slope, c, u, x, s);
+        float ds[H];
+#pragma unroll
+        for (int h = 0; h < H; ++h) {
+          const float p = __expf(s[h] - d.ld[h].x), wd = a.drop.w(h, i, j), pw = p * wd;
+          float dp = 0.f;
+#pragma unroll
+          for (int f = 0; f < F; ++f) {
+            dv[h * F + f] = fmaf(pw, d.g[h * F + f], dv[h * F + f]);
+            dp = fmaf(d.g[h * F + f], vj[h * F + f], dp);
+          }
+          ds[h] = a.srcda ? p * (dp * wd - d.ld[h].y) : 0.f;
+        }
+        if (a.srcda)
+#pragma unroll
+          for (int k = 0; k < kLnHid; ++k) {
+            float dz = 0.f;
+#pragma unroll
+            for (int h = 0; h < H; ++h)
+              dz = fmaf(ds[h], w.w2[k][h], dz);
+            dU[k] += x[k] > 0.f ? dz : a.slope * dz;
+          }
+      });
   if (a.g.values) group_sums<HF>(dv, G);
   if (a.g.U) group_sums<kLnHid>(dU, G);
   if (q != 0) return;

@@ -813,7 +813,17 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * H <= 4 and H * F in {4, 8, 16}) runs kernels where one lane evaluates a whole edge; a row is
  * walked by 1..8 lanes (more on small graphs), so a hub row of degree d costs about d / 8 serial
  * edge steps: on graphs with very long rows TIGA_EA_LANES=0 (the general kernels, 32 lanes a row)
- * may be faster. Results are bit-reproducible either way (sums in orders fixed by the sizes). */
+ * may be faster. Results are bit-reproducible either way (sums in orders fixed by the sizes).
+ * f32 at hidden 64 without edge_feat, H in {1, 2, 4} and H * F a multiple of 8 runs kernels where 8
+ * lanes share an edge, each with 8 hidden units and H * F / 8 value columns (TIGA_EA_SLICE=0 turns
+ * them off); a row is walked by 1..4 such groups (more on small graphs), so a hub row of degree d
+ * costs d / 4 to d serial edge steps there.
+ * When the node rows the kernels gather reach 16 MiB (U and values rows per source, or V and dout
+ * rows per destination), rows and sources are handed out in the relation's locality order (the
+ * radius builder's Morton order, else a breadth-first order of the graph, built once and kept with
+ * the relation, counted in its device bytes), so that those running together gather nearby rows;
+ * the outputs and per-node gradients are the same bits in any order, the weight gradients' sums
+ * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size. */
 TG_API tg_id tg_edge_attention(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src,
                                tg_id x_dst, tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
                                const tg_graph_attention_options *opts);

@@ -15,7 +15,11 @@
  *                  (benchmarks, tests of both paths). The small f32 case (hidden 16, no per-edge
  *                  geometry left, no edge features, H <= 4, H * F in 4 / 8 / 16) runs the lane
  *                  kernels (one lane per edge, cuda/edge_attention_ln.cu); TIGA_EA_LANES=0 turns them
- *                  off, =1 / 2 / 4 / 8 / 16 / 32 forces the lanes per row.
+ *                  off, =1 / 2 / 4 / 8 / 16 / 32 forces the lanes per row. f32 at hidden 64 without
+ *                  edge features, H in {1, 2, 4}, H * F a multiple of 8, runs the slice kernels
+ *                  (8 lanes an edge, cuda/edge_attention_sl.cu); TIGA_EA_SLICE=0 turns them off.
+ *                  Rows and sources go to the kernels in the relation's locality order when the
+ *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on).
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
@@ -42,9 +46,11 @@ typedef struct ea_state {
   graph_state *g; /* relation, E / Nq / Nk, H / F, slope, dropout */
   int64_t hid, Fs, Fd, Fe;
   int dim;
-  bool fold;         /* CUDA_FUSED: geometry folded into U and V (the kernels see dim 0) */
-  int lanes;         /* CUDA_FUSED: tgc_edge_attn.lanes (TIGA_EA_LANES, read once per call) */
-  int8_t slot[N_IN]; /* node input index of each argument, -1 when absent */
+  bool fold;              /* CUDA_FUSED: geometry folded into U and V (the kernels see dim 0) */
+  int lanes;              /* CUDA_FUSED: tgc_edge_attn.lanes (TIGA_EA_LANES, read once per call) */
+  int slice;              /* CUDA_FUSED: tgc_edge_attn.slice (TIGA_EA_SLICE, read once per call) */
+  const int32_t *ro, *so; /* CUDA_FUSED: the relation's locality schedules (NULL: identity) */
+  int8_t slot[N_IN];      /* node input index of each argument, -1 when absent */
 } ea_state;
 
 static void describe(const tgi_node *n, char *buf, size_t cap) {
@@ -58,7 +64,8 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && w > 0 && (size_t)w < cap)
-    snprintf(buf + w, cap - (size_t)w, es->fold ? " fused geometry-folded" : " fused");
+    snprintf(buf + w, cap - (size_t)w, "%s%s", es->fold ? " fused geometry-folded" : " fused",
+             es->ro ? " scheduled" : "");
 }
 
 static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
@@ -100,7 +107,10 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
                          .keep = st->keep < 1 ? st->keep : 0,
                          .seed = st->seed,
                          .call = st->call,
-                         .lanes = es->lanes};
+                         .lanes = es->lanes,
+                         .slice = es->slice,
+                         .row_order = es->ro,
+                         .src_order = es->so};
 }
 #endif
 
@@ -474,6 +484,10 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     const long n = strtol(ln_env, NULL, 10);
     es->lanes = n <= 0 ? -1 : n == 1 || n == 2 || n == 4 || n == 8 || n == 16 || n == 32 ? (int)n : 0;
   }
+  /* the slice kernels (cuda/edge_attention_sl.cu) take f32 at hidden 64; TIGA_EA_SLICE=0 turns them
+   * off (tests of both paths, the bench) */
+  const char *sl_env = getenv("TIGA_EA_SLICE");
+  es->slice = sl_env && !strcmp(sl_env, "0") ? -1 : 0;
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));
@@ -531,6 +545,21 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
                                     ptr.in[IN_PD], (const float *)w1_block(es, ptr.in[IN_W1], sizeof(float), false));
       if (fs) return tgi_fail_cuda(t, fs, "edge attention geometry fold"), TG_NO_ID;
     }
+    /* the relation's locality schedule (built once, cached with it; the node holds the relation,
+     * so the backward may use it too): rows and sources handed to the kernels in an order where
+     * the ones that run together gather overlapping node rows. Results do not depend on it (the
+     * weight gradients' rounding follows it). Taken, as by the CSR attention (ops/attention.c),
+     * when the rows a pass gathers (U and values for the rows, V and dout for the sources) reach
+     * 16 MiB; below that they stay in L2 in any order. Measured (run_s11a.sh, step ms as built ->
+     * scheduled): hid 16 at 100k 0.393 -> 0.402 (H 1), 0.550 -> 0.561 (H 4); at 400k 1.152 ->
+     * 1.072, 1.813 -> 1.690; hid 64 at 100k 2.583 -> 2.426, 4.124 -> 3.960; at 400k 10.260 ->
+     * 9.252, 16.477 -> 15.402. TIGA_EA_ORDER=0 turns it off, =1 forces it (tests, the bench). */
+    const char *or_env = getenv("TIGA_EA_ORDER");
+    const int64_t esz = (int64_t)dt_size(dt), hf = st->H * st->F;
+    const int64_t kv = st->Nk * ((a[IN_U] ? es->hid : 0) + hf) * esz,
+                  qo = st->Nq * ((a[IN_V] ? es->hid : 0) + hf) * esz;
+    const bool big = kv >= ((int64_t)16 << 20) || qo >= ((int64_t)16 << 20);
+    if (or_env && *or_env ? strcmp(or_env, "0") != 0 : big) tgi_rel_dev_order(st->rel, &es->ro, &es->so);
     tgc_edge_inputs di = dev_inputs(es, &ptr, dt);
     tgc_edge_attn da = dev_attn(es, dt);
     tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);

@@ -1239,3 +1239,119 @@ Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
   graph_free(&g0);
   tg_runtime_destroy(crt);
 }
+
+/* The relation's locality schedule (ops/relation.h: dev.order; relations of >= 4096 rows; forced
+ * here by TIGA_EA_ORDER=1: these graphs are below the op's 16 MiB rule): the lane kernels (folded
+ * hidden 16 at H 1 on a square graph, hidden 16 at H 4 on a bipartite one) and the warp-per-row
+ * kernels (hidden 64, dropout) hand rows and sources out in that order. Each run is checked
+ * against HOST f64, and against the same call with the schedule off (TIGA_EA_ORDER=0): out
+ * and lse are the same bits (every row is computed alike in any order); the explain line says
+ * "scheduled" exactly when the schedule was taken. The graphs have a hub row (row 1: every source)
+ * and two empty rows. */
+Test(edge_attention_cuda, locality_schedule_same_results) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  static const ea_case cases[3] = {
+      {.dim = 3, .Fs = 8, .Fd = 8, .hid = 16, .H = 1, .F = 8, .b1 = 1, .b2 = 1, .self = 1, .keep = 1, .slope = 0.2},
+      {.dim = 0, .Fs = 5, .Fd = 7, .hid = 16, .H = 4, .F = 4, .b1 = 1, .keep = 1, .slope = 0.2},
+      {.dim = 2, .Fs = 8, .Fd = 8, .hid = 64, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .keep = 0.7, .slope = 0.2},
+  };
+  static const int64_t nk_of[3] = {4500, 5003, 4099};
+  for (int n = 0; n < 3; n++) {
+    const ea_case *c = &cases[n];
+    ea_graph g = graph_random(4500, nk_of[n], 10.0 / (double)nk_of[n], 900 + (uint64_t)n);
+    ea_data d;
+    data_init(&d, c, &g, 9000 + 10 * (uint64_t)n);
+    const uint64_t seed = 0x5c4e + (uint64_t)n;
+    char cs[200], what[300];
+    case_str(c, &g, cs, sizeof cs);
+    ea_run h, r[2];
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    run_tape(hrt, &hf, c, &g, &d, &h);
+    for (int q = 0; q < 2; q++) {
+      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
+      setenv("TIGA_EA_ORDER", q ? "0" : "1", 1);
+      run_tape(crt, &cf, c, &g, &d, &r[q]);
+      /* the explain line of a forward-only call on a fresh relation */
+      tg_relation *rel = graph_rel(crt, &g);
+      tg_id y;
+      size_t before;
+      tg_tape *t = cuda_call(crt, rel, TG_PROVIDER_CUDA_FUSED, c, &d, TG_F32, &y, &before);
+      cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
+      char buf[16384];
+      tg_tape_explain(t, buf, sizeof buf, NULL);
+      const char *line = strstr(buf, "edge_attention");
+      const int sched = line && strstr(line, " scheduled");
+      cr_expect(sched == (q == 0), "%s (%s): the explain line %s say \"scheduled\": %s", cs,
+                q ? "TIGA_EA_ORDER=0" : "schedule on", q ? "must not" : "must", buf);
+      tg_tape_destroy(t);
+      tg_relation_destroy(rel);
+      unsetenv("TIGA_EA_ORDER");
+      snprintf(what, sizeof what, "CUDA_FUSED f32 %s vs HOST f64 (%s)", q ? "unscheduled" : "scheduled", cs);
+      /* atol 3e-5: the b2 gradient is 0 up to rounding, a sum of ~50k terms here (run_s11h.sh: 1.01e-5
+       * at hidden 64, H 4, scheduled and not) */
+      expect_run(what, c, &d, &r[q], h.y, h.lse, h.g, 1e-4, 3e-5);
+    }
+    const int64_t ny = d.cnt[NARG], nl = c->H * g.nq;
+    int64_t dy = 0, dl = 0;
+    for (int64_t k = 0; k < ny; k++)
+      dy += r[0].y[k] != r[1].y[k];
+    for (int64_t k = 0; k < nl; k++)
+      dl += memcmp(&r[0].lse[k], &r[1].lse[k], sizeof(double)) != 0;
+    cr_expect(dy == 0 && dl == 0, "%s: scheduled and unscheduled differ in %lld outputs and %lld lse entries", cs,
+              (long long)dy, (long long)dl);
+    /* the gradients: per-node sums alike, the weights' partial sums in another order (rounding) */
+    snprintf(what, sizeof what, "CUDA_FUSED scheduled vs unscheduled (%s)", cs);
+    expect_run(what, c, &d, &r[0], r[1].y, r[1].lse, r[1].g, 1e-4, 3e-5);
+    run_free(&r[0]), run_free(&r[1]), run_free(&h);
+    data_free(&d);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* The slice kernels (cuda/edge_attention_sl.cu: f32 at hidden 64, no edge features, H in {1, 2, 4},
+ * 8 lanes an edge, H * F a multiple of 8): each case by size (4 slices a row on these small graphs),
+ * with 1 and 2 slices a row (TIGA_EA_LANES=1 / 2), and on the warp-per-row kernels
+ * (TIGA_EA_SLICE=0), against HOST f64. Odd cases take the graph with the hub row (every source) and
+ * an empty row. */
+Test(edge_attention_cuda, slice_kernels_match_host_f64) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  static const ea_case cases[] = {
+      {.dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 1, .F = 64, .b1 = 1, .b2 = 1, .keep = 1, .slope = 0.2},
+      {.dim = 3, .Fs = 6, .Fd = 6, .hid = 64, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .self = 1, .keep = 0.7, .slope = 0.2},
+      {.dim = 0, .Fs = 5, .hid = 64, .H = 2, .F = 8, .b2 = 1, .keep = 1, .slope = 0.2},
+      {.dim = 2, .Fd = 7, .hid = 64, .H = 4, .F = 2, .b1 = 1, .keep = 1, .slope = 0.2},
+      {.dim = 1, .Fs = 4, .Fd = 4, .hid = 64, .H = 1, .F = 8, .keep = 0.7, .slope = 0},
+      {.dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 2, .F = 32, .b1 = 1, .keep = 1, .slope = 0.1},
+  };
+  static const char *const slice_env[4] = {NULL, NULL, NULL, "0"};
+  static const char *const lanes_env[4] = {NULL, "1", "2", NULL};
+  static const char *const name[4] = {"slices by size", "1 slice a row", "2 slices a row", "warp-per-row"};
+  for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+    const ea_case *c = &cases[n];
+    ea_graph g = cuda_graph(n, c);
+    ea_data d;
+    data_init(&d, c, &g, 7000 + 10 * n);
+    const uint64_t seed = 0x51ce + n;
+    ea_run h, r;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    run_tape(hrt, &hf, c, &g, &d, &h);
+    char cs[200], what[300];
+    case_str(c, &g, cs, sizeof cs);
+    for (int q = 0; q < 4; q++) {
+      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
+      if (slice_env[q]) setenv("TIGA_EA_SLICE", slice_env[q], 1);
+      if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
+      run_tape(crt, &cf, c, &g, &d, &r);
+      unsetenv("TIGA_EA_SLICE");
+      unsetenv("TIGA_EA_LANES");
+      snprintf(what, sizeof what, "CUDA_FUSED f32 %s vs HOST f64 (%s)", name[q], cs);
+      expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
+      run_free(&r);
+    }
+    run_free(&h);
+    data_free(&d);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}

@@ -1,0 +1,578 @@
+// tg_edge_attention's slice kernels (cuda/edge_attention.h): f32 at hidden 64 without edge
+// features, H in {1, 2, 4}, H * F a multiple of S, 16-byte aligned rows (slice_ok), where S lanes
+// share each edge and lane k owns a slice of it:
+//   hidden units [UL k, UL (k + 1)), UL = 64 / S, with their rows of w2 and of w1's geometry block
+//   and b1 in registers; value columns [FQ k, FQ (k + 1)) of the [H * F] row, FQ = H F / S, all of
+//   head hq = FQ k / F (H divides S).
+// Per edge the S lanes gather the source's U row (256 bytes) and value row with one or two 16-byte
+// loads a lane, contiguous across the lanes, and evaluate the score MLP on their units; the H
+// partial scores are summed over the S lanes by a fixed butterfly (the same bits on every lane).
+// The warp-per-row kernels (cuda/edge_attention.cu, _bwd.cu) have each lane gather a whole 256-byte
+// U row for its edge and stash pre-activations in shared memory for per-unit phases. S is 8 at
+// every H (run_s11g.sh: 16 lanes an edge, half the registers a lane, was slower at H 1 and 4).
+//
+// A segment (destination row, or a source's transposed entries) belongs to a group of G slices
+// (sl_groups), the groups taking segments in the schedule's order (Args ro / so); slice q of the
+// group takes the segment's edges q, q + G, ... in order, and the group's states are merged by a
+// fixed xor butterfly over slices. Every sum's order depends on the sizes alone: bit-reproducible.
+//   k_fwd_sl  per row: online softmax of the lane's head and its value columns -> out, lse.
+//   k_dst_sl  per row: (lse, D) pairs for k_src_sl (the workspace's D area), p, ds, da -> dV[i],
+//             dpd[i]; per lane over its rows the weight sums of its units (dwp, db1, dw2, db2) ->
+//             one partial set per block (k_wsum reduces them).
+//   k_src_sl  per source (transpose): dvalues[j], dU[j], dps[j].
+#include "edge_attention.cuh"
+
+namespace tgea {
+
+// Threads a block, hidden width, S. 128 threads: k_src_sl takes ~145 registers, so 256-thread
+// blocks fit one a SM (8 warps) where 128-thread ones fit three (12 warps).
+constexpr int kSlThreads = 128, kSlHid = 64, kSlLanes = 8; // threads a block, hidden width, S
+
+// The lane's slice of the score MLP's weights, in registers.
+template <int H, int UL> struct SlW {
+  float b1[UL], w2[UL][H], wp[kMaxDim][UL], b2[H];
+};
+template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w, const Args &a, int k) {
+  const float *b1 = static_cast<const float *>(a.b1), *w2 = static_cast<const float *>(a.w2),
+              *b2 = static_cast<const float *>(a.b2), *wp = static_cast<const float *>(a.wp);
+#pragma unroll
+  for (int u = 0; u < UL; ++u) {
+    const int n = UL * k + u;
+    w.b1[u] = b1 ? __ldg(b1 + n) : 0.f;
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      w.w2[u][h] = __ldg(w2 + n * H + h);
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      w.wp[d][u] = d < a.dim && wp ? __ldg(wp + d * kSlHid + n) : 0.f;
+  }
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    w.b2[h] = b2 ? __ldg(b2 + h) : 0.f;
+}
+
+// N consecutive floats at p (N = 1, 2 or a multiple of 4; p aligned to min(N, 4) floats).
+template <int N> __device__ __forceinline__ void ld_n(const float *p, float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4) {
+      const float4 v = *reinterpret_cast<const float4 *>(p + q);
+      x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
+    }
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2 *>(p);
+    x[0] = v.x, x[1] = v.y;
+  } else {
+    static_assert(N == 1, "ld_n: 1, 2 or a multiple of 4");
+    x[0] = *p;
+  }
+}
+template <int N> __device__ __forceinline__ void st_n(float *p, const float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4)
+      *reinterpret_cast<float4 *>(p + q) = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
+  } else if constexpr (N == 2) {
+    *reinterpret_cast<float2 *>(p) = make_float2(x[0], x[1]);
+  } else {
+    *p = x[0];
+  }
+}
+// p[0..N) += x (a gradient row accumulates into storage)
+template <int N> __device__ __forceinline__ void add_n(float *p, const float (&x)[N]) {
+  float y[N];
+  ld_n<N>(p, y);
+#pragma unroll
+  for (int q = 0; q < N; ++q)
+    y[q] += x[q];
+  st_n<N>(p, y);
+}
+// The lane's UL units of node n's [*, 64] row (NULL: zeros).
+template <int UL> __device__ __forceinline__ void ld_units(const void *base, int64_t n, int k, float (&x)[UL]) {
+  if (!base) {
+#pragma unroll
+    for (int u = 0; u < UL; ++u)
+      x[u] = 0.f;
+    return;
+  }
+  ld_n<UL>(static_cast<const float *>(base) + n * kSlHid + UL * k, x);
+}
+
+// Sum over the S lanes of a slice of every x[q]: a fixed butterfly whose pairwise sums commute,
+// so every lane ends with the same bits.
+template <int S, int N> __device__ __forceinline__ void slice_sum(float (&x)[N]) {
+  const unsigned m = tgg::group_mask(S);
+#pragma unroll
+  for (int o = 1; o < S; o <<= 1)
+#pragma unroll
+    for (int q = 0; q < N; ++q)
+      x[q] += __shfl_xor_sync(m, x[q], o);
+}
+// Sum over the G slices of a group (lane k of each: the same units / columns), fixed butterfly.
+template <int S, int N> __device__ __forceinline__ void groups_sum(float (&x)[N], int G) {
+  const unsigned m = tgg::group_mask(S * G);
+  for (int o = S; o < S * G; o <<= 1)
+#pragma unroll
+    for (int q = 0; q < N; ++q)
+      x[q] += __shfl_xor_sync(m, x[q], o);
+}
+
+// Edge (j -> i): the lane's pre-activations a[u] = (c[u] + U[j, u]) + sum_d wp[d, u] dp[d] with
+// c = b1 + V[i] and dp = ps[j] - pd[i] (this order in all three kernels, so the backward recomputes
+// the forward's bits), and the H scores s = b2 + slice sum of sum_u LeakyReLU(a[u]) w2[u, :].
+template <int H, int S, int UL>
+__device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, const float (&c)[UL],
+                                          const float (&u)[UL], const float (&dp)[kMaxDim], float (&x)[UL],
+                                          float (&s)[H]) {
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    s[h] = 0.f;
+#pragma unroll
+  for (int q = 0; q < UL; ++q) {
+    x[q] = c[q] + u[q];
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      if (d < a.dim) x[q] = fmaf(w.wp[d][q], dp[d], x[q]);
+    const float z = leaky(x[q], a.slope);
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      s[h] = fmaf(z, w.w2[q][h], s[h]);
+  }
+  slice_sum<S, H>(s);
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    s[h] += w.b2[h];
+}
+
+// x[hq] of a per-head array (hq is a lane constant; H is small).
+template <int H> __device__ __forceinline__ float pick(const float (&x)[H], int hq) {
+  float v = x[0];
+#pragma unroll
+  for (int h = 1; h < H; ++h)
+    v = hq == h ? x[h] : v;
+  return v;
+}
+// Position of node n (zeros without geometry).
+__device__ __forceinline__ void ld_pos(const Args &a, const float *p, int64_t n, float (&x)[kMaxDim]) {
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d)
+    x[d] = d < a.dim && p ? __ldg(p + n * a.dim + d) : 0.f;
+}
+
+template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_fwd_sl(const Args a) {
+  constexpr int UL = kSlHid / S;
+  const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
+  const int G = a.lanes;
+  const int64_t t = ((int64_t)blockIdx.x * kSlThreads + threadIdx.x) / S, rk = t / G;
+  const int q = (int)(t % G);
+  if (rk >= a.nq) return; // the whole group (G consecutive slices share rk)
+  const int64_t i = sched(a.ro, rk), HF = a.HF;
+  SlW<H, UL> w;
+  load_slw<H, UL>(w, a, k);
+  float c[UL], pdi[kMaxDim], acc[FQ], m = -INFINITY, l = 0.f;
+  ld_units<UL>(a.V, i, k, c);
+#pragma unroll
+  for (int u = 0; u < UL; ++u)
+    c[u] = w.b1[u] + c[u];
+  ld_pos(a, a.pd, i, pdi);
+#pragma unroll
+  for (int f = 0; f < FQ; ++f)
+    acc[f] = 0.f;
+  const float *vals = static_cast<const float *>(a.vals) + k * FQ;
+  const int64_t e1 = a.rp[i + 1];
+#pragma unroll 1
+  for (int64_t e = a.rp[i] + q; e < e1; e += G) {
+    const int64_t j = a.ci[e];
+    float u[UL], x[UL], s[H], v[FQ], dp[kMaxDim];
+    ld_units<UL>(a.U, j, k, u);
+    ld_n<FQ>(vals + j * HF, v);
+    ld_pos(a, a.ps, j, dp);
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      dp[d] -= pdi[d];
+    sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+    const float sh = pick<H>(s, hq);
+    const float mn = fmaxf(m, sh);
+    const float sc = mn == -INFINITY ? 1.f : __expf(m - mn);
+    const float p = mn == -INFINITY ? 0.f : __expf(sh - mn);
+    l = l * sc + p;
+    m = mn;
+    const float pw = p * a.drop.w(hq, i, j);
+#pragma unroll
+    for (int f = 0; f < FQ; ++f)
+      acc[f] = fmaf(pw, v[f], acc[f] * sc);
+  }
+  // merge the group's states (each slice's edges are a strided subset: softmax sums commute)
+  const unsigned gm = tgg::group_mask(S * G);
+  for (int o = S; o < S * G; o <<= 1) {
+    const float mo = __shfl_xor_sync(gm, m, o), lo = __shfl_xor_sync(gm, l, o);
+    const float mn = fmaxf(m, mo);
+    const float sa = m == -INFINITY ? 0.f : __expf(m - mn), sb = mo == -INFINITY ? 0.f : __expf(mo - mn);
+    l = l * sa + lo * sb;
+    m = mn;
+#pragma unroll
+    for (int f = 0; f < FQ; ++f) {
+      const float ao = __shfl_xor_sync(gm, acc[f], o);
+      acc[f] = acc[f] * sa + ao * sb;
+    }
+  }
+  if (q != 0) return;
+  const float r = l == 0.f ? 0.f : 1.f / l;
+#pragma unroll
+  for (int f = 0; f < FQ; ++f)
+    acc[f] = l == 0.f ? 0.f : acc[f] * r;
+  if ((k * FQ) % a.F == 0) a.lse[hq * a.nq + i] = tgg::lse_of(m, l); // the head's first lane
+  st_n<FQ>(static_cast<float *>(a.out) + i * HF + k * FQ, acc);
+}
+
+template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_dst_sl(const Args a) {
+  constexpr int UL = kSlHid / S;
+  __shared__ float red[kSlThreads / 32][(kMaxDim + 1 + H) * kSlHid + H];
+  const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
+  const int G = a.lanes;
+  const int64_t t0 = ((int64_t)blockIdx.x * kSlThreads + threadIdx.x) / S,
+                stride = (int64_t)gridDim.x * (kSlThreads / S) / G, HF = a.HF;
+  const int q = (int)(t0 % G);
+  SlW<H, UL> w;
+  load_slw<H, UL>(w, a, k);
+  float dw2[UL][H], db1[UL], dwp[kMaxDim][UL], db2[H];
+#pragma unroll
+  for (int u = 0; u < UL; ++u) {
+    db1[u] = 0.f;
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      dw2[u][h] = 0.f;
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      dwp[d][u] = 0.f;
+  }
+#pragma unroll
+  for (int h = 0; h < H; ++h)
+    db2[h] = 0.f;
+  const float *vals = static_cast<const float *>(a.vals) + k * FQ;
+#pragma unroll 1
+  for (int64_t rk = t0 / G; rk < a.nq; rk += stride) { // group-uniform
+    const int64_t i = sched(a.ro, rk);
+    float g[FQ], D[H], lse[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      lse[h] = a.lse_in[h * a.nq + i];
+    {
+      float o[FQ];
+      ld_n<FQ>(static_cast<const float *>(a.dout) + i * HF + k * FQ, g);
+      ld_n<FQ>(static_cast<const float *>(a.fout) + i * HF + k * FQ, o);
+      float d = 0.f;
+#pragma unroll
+      for (int f = 0; f < FQ; ++f)
+        d = fmaf(g[f], o[f], d);
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        D[h] = h == hq ? d : 0.f;
+      slice_sum<S, H>(D);
+      if (q == 0 && k == 0)
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          reinterpret_cast<float2 *>(a.D)[i * H + h] = make_float2(lse[h], D[h]);
+    }
+    if (!a.edges) continue;
+    float c[UL], rs[UL], pdi[kMaxDim], rpd[kMaxDim];
+    ld_units<UL>(a.V, i, k, c);
+#pragma unroll
+    for (int u = 0; u < UL; ++u) {
+      c[u] = w.b1[u] + c[u];
+      rs[u] = 0.f;
+    }
+    ld_pos(a, a.pd, i, pdi);
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      rpd[d] = 0.f;
+    const int64_t e1 = a.rp[i + 1];
+#pragma unroll 1
+    for (int64_t e = a.rp[i] + q; e < e1; e += G) {
+      const int64_t j = a.ci[e];
+      float u[UL], x[UL], s[H], v[FQ], dp[kMaxDim], dpv[H];
+      ld_units<UL>(a.U, j, k, u);
+      ld_n<FQ>(vals + j * HF, v);
+      ld_pos(a, a.ps, j, dp);
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        dp[d] -= pdi[d];
+      sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+      float d = 0.f;
+#pragma unroll
+      for (int f = 0; f < FQ; ++f)
+        d = fmaf(g[f], v[f], d);
+      d *= a.drop.w(hq, i, j);
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        dpv[h] = h == hq ? d : 0.f;
+      slice_sum<S, H>(dpv);
+      float ds[H];
+#pragma unroll
+      for (int h = 0; h < H; ++h) {
+        ds[h] = __expf(s[h] - lse[h]) * (dpv[h] - D[h]);
+        db2[h] += ds[h];
+      }
+#pragma unroll
+      for (int uu = 0; uu < UL; ++uu) {
+        float dz = 0.f;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dz = fmaf(ds[h], w.w2[uu][h], dz);
+        const float da = x[uu] > 0.f ? dz : a.slope * dz, z = leaky(x[uu], a.slope);
+        rs[uu] += da;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dw2[uu][h] = fmaf(z, ds[h], dw2[uu][h]);
+#pragma unroll
+        for (int dd = 0; dd < kMaxDim; ++dd)
+          if (dd < a.dim) {
+            dwp[dd][uu] = fmaf(dp[dd], da, dwp[dd][uu]);
+            rpd[dd] = fmaf(w.wp[dd][uu], da, rpd[dd]);
+          }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UL; ++u)
+      db1[u] += rs[u];
+    if (a.g.V) {
+      groups_sum<S, UL>(rs, G);
+      if (q == 0) add_n<UL>(static_cast<float *>(a.g.V) + i * kSlHid + UL * k, rs);
+    }
+    if (a.g.pd && a.dim > 0) { // dpd[i] -= sum over the row's edges and all units of wp[d, :] da
+      slice_sum<S, kMaxDim>(rpd);
+      groups_sum<S, kMaxDim>(rpd, G);
+      if (q == 0 && k == 0)
+        for (int dd = 0; dd < a.dim; ++dd)
+          a.g.pd[i * a.dim + dd] -= rpd[dd];
+    }
+  }
+  if (!a.wgrad) return; // block-uniform
+  // the block's weight sums: per warp a fixed butterfly over its slices (lane k of each: the same
+  // units), then the warps in order; db2 from the slices' lane 0 (all S lanes hold it)
+  const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+  for (int o = S; o < 32; o <<= 1) {
+#pragma unroll
+    for (int u = 0; u < UL; ++u) {
+      db1[u] += __shfl_xor_sync(0xffffffffu, db1[u], o);
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        dw2[u][h] += __shfl_xor_sync(0xffffffffu, dw2[u][h], o);
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        if (d < a.dim) dwp[d][u] += __shfl_xor_sync(0xffffffffu, dwp[d][u], o);
+    }
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      db2[h] += __shfl_xor_sync(0xffffffffu, db2[h], o);
+  }
+  // partial layout (floats): dwp [dim][64], db1 [64], dw2 [H][64], db2 [H]
+  const int ob1 = a.dim * kSlHid, ow2 = ob1 + kSlHid, ob2 = ow2 + H * kSlHid;
+  if (lane < S) {
+#pragma unroll
+    for (int u = 0; u < UL; ++u) {
+      const int n = UL * lane + u;
+      red[wid][ob1 + n] = db1[u];
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        red[wid][ow2 + h * kSlHid + n] = dw2[u][h];
+#pragma unroll
+      for (int d = 0; d < kMaxDim; ++d)
+        if (d < a.dim) red[wid][d * kSlHid + n] = dwp[d][u];
+    }
+    if (lane == 0)
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        red[wid][ob2 + h] = db2[h];
+  }
+  __syncthreads();
+  for (int p = threadIdx.x; p < a.P; p += kSlThreads) {
+    float v = 0.f;
+    for (int r = 0; r < kSlThreads / 32; ++r)
+      v += red[r][p];
+    a.part[(int64_t)blockIdx.x * a.P + p] = v;
+  }
+}
+
+template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_src_sl(const Args a) {
+  constexpr int UL = kSlHid / S;
+  const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
+  const int G = a.slanes;
+  const int64_t t = ((int64_t)blockIdx.x * kSlThreads + threadIdx.x) / S, rk = t / G, HF = a.HF;
+  const int q = (int)(t % G);
+  if (rk >= a.nk) return;
+  const int64_t j = sched(a.so, rk);
+  const int64_t e1 = a.tp[j + 1];
+  if (a.tp[j] == e1) return; // group-uniform; nothing to add
+  SlW<H, UL> w;
+  load_slw<H, UL>(w, a, k);
+  float u[UL], vj[FQ], psj[kMaxDim], dU[UL], dv[FQ], dps[kMaxDim];
+  ld_units<UL>(a.U, j, k, u);
+  ld_n<FQ>(static_cast<const float *>(a.vals) + j * HF + k * FQ, vj);
+  ld_pos(a, a.ps, j, psj);
+#pragma unroll
+  for (int uu = 0; uu < UL; ++uu)
+    dU[uu] = 0.f;
+#pragma unroll
+  for (int f = 0; f < FQ; ++f)
+    dv[f] = 0.f;
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d)
+    dps[d] = 0.f;
+  const float *dout = static_cast<const float *>(a.dout) + k * FQ;
+  const float2 *ld2 = reinterpret_cast<const float2 *>(a.D);
+#pragma unroll 1
+  for (int64_t e = a.tp[j] + q; e < e1; e += G) {
+    const int64_t i = a.tr[e];
+    float c[UL], x[UL], s[H], g[FQ], dp[kMaxDim];
+    ld_units<UL>(a.V, i, k, c);
+#pragma unroll
+    for (int uu = 0; uu < UL; ++uu)
+      c[uu] = w.b1[uu] + c[uu];
+    ld_n<FQ>(dout + i * HF, g);
+    ld_pos(a, a.pd, i, dp);
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      dp[d] = psj[d] - dp[d];
+    // (lse, D) of (i, h) side by side (k_dst_sl's record); lse alone when no da is wanted (k_dst_sl
+    // did not run)
+    float2 ld[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      ld[h] = a.srcda ? ld2[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
+    sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+    float p[H];
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+      p[h] = __expf(s[h] - ld[h].x);
+    const float wd = a.drop.w(hq, i, j), pw = pick<H>(p, hq) * wd;
+    float d = 0.f;
+#pragma unroll
+    for (int f = 0; f < FQ; ++f) {
+      dv[f] = fmaf(pw, g[f], dv[f]);
+      d = fmaf(g[f], vj[f], d);
+    }
+    if (a.srcda) {
+      float dpv[H];
+      d *= wd;
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        dpv[h] = h == hq ? d : 0.f;
+      slice_sum<S, H>(dpv);
+      float ds[H];
+#pragma unroll
+      for (int h = 0; h < H; ++h)
+        ds[h] = p[h] * (dpv[h] - ld[h].y);
+#pragma unroll
+      for (int uu = 0; uu < UL; ++uu) {
+        float dz = 0.f;
+#pragma unroll
+        for (int h = 0; h < H; ++h)
+          dz = fmaf(ds[h], w.w2[uu][h], dz);
+        const float da = x[uu] > 0.f ? dz : a.slope * dz;
+        dU[uu] += da;
+#pragma unroll
+        for (int dd = 0; dd < kMaxDim; ++dd)
+          if (dd < a.dim) dps[dd] = fmaf(w.wp[dd][uu], da, dps[dd]);
+      }
+    }
+  }
+  if (a.g.values) groups_sum<S, FQ>(dv, G);
+  if (a.g.U) groups_sum<S, UL>(dU, G);
+  if (a.g.ps && a.dim > 0) {
+    slice_sum<S, kMaxDim>(dps);
+    groups_sum<S, kMaxDim>(dps, G);
+  }
+  if (q != 0) return;
+  if (a.g.values) add_n<FQ>(static_cast<float *>(a.g.values) + j * HF + k * FQ, dv);
+  if (a.g.U) add_n<UL>(static_cast<float *>(a.g.U) + j * kSlHid + UL * k, dU);
+  if (a.g.ps && k == 0)
+    for (int dd = 0; dd < a.dim; ++dd)
+      a.g.ps[j * a.dim + dd] += dps[dd];
+}
+
+// ---------------------------------------------------------------- host side
+// The (H, S, FQ) triples built: S 8 at H 1, 2, 4 and FQ = H F / 8 in 1, 2, 4, 8 (H * F in 8, 16, 32,
+// 64). (S 16, fewer registers a lane, measured slower at H 1 and H 4, run_s11g.sh.)
+#define TGEA_SL_TRIPLES(X)                                                                                             \
+  X(1, 8, 1) X(1, 8, 2) X(1, 8, 4) X(1, 8, 8) X(2, 8, 1) X(2, 8, 2) X(2, 8, 4) X(2, 8, 8) X(4, 8, 1) X(4, 8, 2)         \
+      X(4, 8, 4) X(4, 8, 8)
+
+// Lanes an edge for the call (0: the slice kernels do not take it).
+int slice_of(const tgc_edge_attn *ea, const Args &a) {
+  if (g_kernels != 0 || ea->lanes < 0 || ea->slice < 0 || a.dt != TG_F32 || a.hid != kSlHid || a.Fe != 0 ||
+      !a.gvec || !a.vvec || (a.H != 1 && a.H != 2 && a.H != 4))
+    return 0;
+  constexpr int S = kSlLanes;
+  if (a.HF % S != 0) return 0;
+  const int64_t FQ = a.HF / S;
+#define TGEA_SL_OK(h, s, fq)                                                                                           \
+  if (a.H == h && S == s && FQ == fq) return S;
+  TGEA_SL_TRIPLES(TGEA_SL_OK)
+#undef TGEA_SL_OK
+  return 0;
+}
+
+// Slices per segment for n segments: the least power of two up to 32 / S (a group stays inside a
+// warp) with S n G >= 2^18 threads (about the H200's resident threads), or the forced count
+// (TIGA_EA_LANES, clamped likewise). A function of the sizes alone.
+int sl_groups(const tgc_edge_attn *ea, int S, int64_t n) {
+  const int gmax = 32 / S;
+  if (ea->lanes > 0) return ea->lanes < gmax ? ea->lanes : gmax;
+  int G = 1;
+  while (G < gmax && (int64_t)S * n * G < ((int64_t)1 << 18))
+    G *= 2;
+  return G;
+}
+
+static unsigned sl_blocks(int64_t n, int S, int G) {
+  return (unsigned)(((int64_t)S * n * G + kSlThreads - 1) / kSlThreads);
+}
+
+struct SlFwd {
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_fwd_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+  }
+};
+struct SlDst {
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_dst_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+  }
+};
+struct SlSrc {
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
+    k_src_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+  }
+};
+template <class K> static tg_status launch_sl(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {
+  const int64_t FQ = a.slice > 0 ? a.HF / a.slice : 0;
+#define X(h, sl, fq)                                                                                                   \
+  if (a.H == h && a.slice == sl && FQ == fq)                                                                           \
+    K::template go<h, sl, fq>(s, blocks, a);                                                                           \
+  else
+  TGEA_SL_TRIPLES(X) {
+    tgc_set_error("edge attention: no slice kernel for H %lld, H * F %lld, %d lanes an edge", (long long)a.H,
+                  (long long)a.HF, a.slice);
+    return TG_ERR_UNSUPPORTED;
+  }
+#undef X
+  TGC_LAUNCHED(what);
+  return TG_OK;
+}
+
+tg_status forward_slices(cudaStream_t s, const Args &a) {
+  return launch_sl<SlFwd>(s, sl_blocks(a.nq, a.slice, a.lanes), a, "edge_attention_forward");
+}
+
+tg_status dst_slices(cudaStream_t s, Args &a) {
+  // grid-stride over the rows: at most dst_blocks(nq) blocks, the partial sets the workspace holds
+  const int64_t want = sl_blocks(a.nq, a.slice, a.lanes), cap = dst_blocks(a.nq);
+  a.nblk = (int)(want < cap ? want : cap);
+  return launch_sl<SlDst>(s, (unsigned)a.nblk, a, "edge_attention_backward_dst");
+}
+
+tg_status src_slices(cudaStream_t s, const Args &a) {
+  return launch_sl<SlSrc>(s, sl_blocks(a.nk, a.slice, a.slanes), a, "edge_attention_backward_src");
+}
+
+} // namespace tgea
