@@ -1,5 +1,5 @@
 // tg_edge_attention's slice kernels (cuda/edge_attention.h): f32 at hidden 64 without edge
-// features, H in {1, 2, 4}, H * F a multiple of S, 16-byte aligned rows (slice_ok), where S lanes
+// features, H in {1, 2, 4}, H * F a multiple of S, 16-byte aligned rows (slice_of), where S lanes
 // share each edge and lane k owns a slice of it:
 //   hidden units [UL k, UL (k + 1)), UL = 64 / S, with their rows of w2 and of w1's geometry block
 //   and b1 in registers; value columns [FQ k, FQ (k + 1)) of the [H * F] row, FQ = H F / S, all of
@@ -26,12 +26,10 @@ namespace tgea {
 
 // Threads a block, hidden width, S. 128 threads: k_src_sl takes ~145 registers, so 256-thread
 // blocks fit one a SM (8 warps) where 128-thread ones fit three (12 warps).
-constexpr int kSlThreads = 128, kSlHid = 64, kSlLanes = 8; // threads a block, hidden width, S
+constexpr int kSlThreads = 128, kSlHid = 64, kSlLanes = 8;
 
 // The lane's slice of the score MLP's weights, in registers.
-template <int H, int UL> struct SlW {
-  float b1[UL], w2[UL][H], wp[kMaxDim][UL], b2[H];
-};
+template <int H, int UL> struct SlW { float b1[UL], w2[UL][H], wp[kMaxDim][UL], b2[H]; };
 template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w, const Args &a, int k) {
   const float *b1 = static_cast<const float *>(a.b1), *w2 = static_cast<const float *>(a.w2),
               *b2 = static_cast<const float *>(a.b2), *wp = static_cast<const float *>(a.wp);
@@ -494,14 +492,17 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 // ---------------------------------------------------------------- host side
 // The (H, S, FQ) triples built: S 8 at H 1, 2, 4 and FQ = H F / 8 in 1, 2, 4, 8 (H * F in 8, 16, 32,
 // 64). (S 16, fewer registers a lane, measured slower at H 1 and H 4, run_s11g.sh.)
-#define TGEA_SL_TRIPLES(X)                                                                                             \
-  X(1, 8, 1) X(1, 8, 2) X(1, 8, 4) X(1, 8, 8) X(2, 8, 1) X(2, 8, 2) X(2, 8, 4) X(2, 8, 8) X(4, 8, 1) X(4, 8, 2)         \
-      X(4, 8, 4) X(4, 8, 8)
+// clang-format off
+#define TGEA_SL_TRIPLES(X) \
+  X(1, 8, 1) X(1, 8, 2) X(1, 8, 4) X(1, 8, 8) \
+  X(2, 8, 1) X(2, 8, 2) X(2, 8, 4) X(2, 8, 8) \
+  X(4, 8, 1) X(4, 8, 2) X(4, 8, 4) X(4, 8, 8)
+// clang-format on
 
 // Lanes an edge for the call (0: the slice kernels do not take it).
 int slice_of(const tgc_edge_attn *ea, const Args &a) {
-  if (g_kernels != 0 || ea->lanes < 0 || ea->slice < 0 || a.dt != TG_F32 || a.hid != kSlHid || a.Fe != 0 ||
-      !a.gvec || !a.vvec || (a.H != 1 && a.H != 2 && a.H != 4))
+  if (g_kernels != 0 || ea->lanes < 0 || ea->slice < 0 || a.dt != TG_F32 || a.hid != kSlHid || a.Fe != 0 || !a.gvec ||
+      !a.vvec || (a.H != 1 && a.H != 2 && a.H != 4))
     return 0;
   constexpr int S = kSlLanes;
   if (a.HF % S != 0) return 0;
