@@ -500,6 +500,74 @@ tg_status forward_packed(cudaStream_t s, const Args &a);
 tg_status dst_packed(cudaStream_t s, const Args &a);
 tg_status src_packed(cudaStream_t s, const Args &a);
 
+// ---------------------------------------------------------------- lane and slice kernels' helpers
+// N consecutive f32 at p (N = 1, 2 or a multiple of 4; p aligned to min(N, 4) floats).
+template <int N> __device__ __forceinline__ void ld_n(const float *p, float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4) {
+      const float4 v = *reinterpret_cast<const float4 *>(p + q);
+      x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
+    }
+  } else if constexpr (N == 2) {
+    const float2 v = *reinterpret_cast<const float2 *>(p);
+    x[0] = v.x, x[1] = v.y;
+  } else {
+    static_assert(N == 1, "ld_n: 1, 2 or a multiple of 4");
+    x[0] = *p;
+  }
+}
+template <int N> __device__ __forceinline__ void st_n(float *p, const float (&x)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int q = 0; q < N; q += 4)
+      *reinterpret_cast<float4 *>(p + q) = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
+  } else if constexpr (N == 2) {
+    *reinterpret_cast<float2 *>(p) = make_float2(x[0], x[1]);
+  } else {
+    *p = x[0];
+  }
+}
+// p[0..N) += x (a gradient row accumulates into storage)
+template <int N> __device__ __forceinline__ void add_n(float *p, const float (&x)[N]) {
+  float y[N];
+  ld_n<N>(p, y);
+#pragma unroll
+  for (int q = 0; q < N; ++q)
+    y[q] += x[q];
+  st_n<N>(p, y);
+}
+// Every x[q] summed over the lanes l ^ o for o = from, 2 from, ... < to (to a power of two up to 32,
+// the lanes of the calling lane's aligned group of `to`): a fixed butterfly whose pairwise sums
+// commute, so each lane ends with the same bits as the others of its set.
+template <int N> __device__ __forceinline__ void xor_sums(float (&x)[N], int from, int to) {
+  const unsigned m = tgg::group_mask(to);
+  for (int o = from; o < to; o <<= 1)
+#pragma unroll
+    for (int q = 0; q < N; ++q)
+      x[q] += __shfl_xor_sync(m, x[q], o);
+}
+// Online-softmax states merged the same way: per head h < NH the running max m[h], the sum l[h] and
+// NF accumulators acc[h * NF + f] of a weighted row.
+template <int NH, int NF>
+__device__ __forceinline__ void xor_merge(float (&m)[NH], float (&l)[NH], float (&acc)[NH * NF], int from, int to) {
+  const unsigned gm = tgg::group_mask(to);
+  for (int o = from; o < to; o <<= 1)
+#pragma unroll
+    for (int h = 0; h < NH; ++h) {
+      const float mo = __shfl_xor_sync(gm, m[h], o), lo = __shfl_xor_sync(gm, l[h], o);
+      const float mn = fmaxf(m[h], mo);
+      const float sa = m[h] == -INFINITY ? 0.f : __expf(m[h] - mn), sb = mo == -INFINITY ? 0.f : __expf(mo - mn);
+      l[h] = l[h] * sa + lo * sb;
+      m[h] = mn;
+#pragma unroll
+      for (int f = 0; f < NF; ++f) {
+        const float ao = __shfl_xor_sync(gm, acc[h * NF + f], o);
+        acc[h * NF + f] = acc[h * NF + f] * sa + ao * sb;
+      }
+    }
+}
+
 // Lane kernels (cuda/edge_attention_ln.cu): the small case (f32, hid 16, dim 0, Fe 0, H <= 4,
 // listed (H, F) pairs, aligned rows), taken before the packed ones when lanes_ok; forward and
 // backward decide alike (the same sizes and the tape's aligned buffers). lanes_ln: lanes per segment

@@ -38,27 +38,6 @@ template <int H> __device__ void load_lnw(LnW<H> &w, const Args &a) {
   if (threadIdx.x < H) w.b2[threadIdx.x] = b2 ? b2[threadIdx.x] : 0.f;
 }
 
-template <int N> __device__ __forceinline__ void ldv(const float *p, float (&x)[N]) {
-#pragma unroll
-  for (int q = 0; q < N; q += 4) {
-    const float4 v = *reinterpret_cast<const float4 *>(p + q);
-    x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
-  }
-}
-template <int N> __device__ __forceinline__ void stv(float *p, const float (&x)[N]) {
-#pragma unroll
-  for (int q = 0; q < N; q += 4)
-    *reinterpret_cast<float4 *>(p + q) = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
-}
-// p[0..N) += x (a gradient row accumulates into storage)
-template <int N> __device__ __forceinline__ void addv(float *p, const float (&x)[N]) {
-  float y[N];
-  ldv<N>(p, y);
-#pragma unroll
-  for (int q = 0; q < N; ++q)
-    y[q] += x[q];
-  stv<N>(p, y);
-}
 // A node's 16 feature-product units (NULL: zeros).
 __device__ __forceinline__ void ld16(const void *base, int64_t n, float (&x)[kLnHid]) {
   if (!base) {
@@ -67,17 +46,8 @@ __device__ __forceinline__ void ld16(const void *base, int64_t n, float (&x)[kLn
       x[k] = 0.f;
     return;
   }
-  ldv<kLnHid>(static_cast<const float *>(base) + n * kLnHid, x);
+  ld_n<kLnHid>(static_cast<const float *>(base) + n * kLnHid, x);
 }
-// Sum over the group's lanes of every x[q] (fixed butterfly, the same bits on every lane).
-template <int N> __device__ __forceinline__ void group_sums(float (&x)[N], int G) {
-  const unsigned m = tgg::group_mask(G);
-  for (int o = 1; o < G; o <<= 1)
-#pragma unroll
-    for (int q = 0; q < N; ++q)
-      x[q] += __shfl_xor_sync(m, x[q], o);
-}
-
 // The H scores of edge (j -> i): a[k] = c[k] + u[k] with c = b1 + V[i] (this order in all three
 // kernels, so the backward recomputes the forward's bits), z = LeakyReLU(a), s = b2 + z . w2.
 template <int H>
@@ -113,7 +83,13 @@ __device__ __forceinline__ void walk(int64_t e0, int64_t e1, int G, Idx idx, Loa
 
 // What a row's lane gathers per edge (the source j's U row and value row), and what a source's lane
 // gathers per transposed entry (the row i's V row, dout row and (lse, D) pairs).
-template <int HF> struct LnJ { float u[kLnHid], v[HF]; };
+template <int HF> struct LnJ {
+  float u[kLnHid], v[HF];
+  __device__ __forceinline__ void load(const Args &a, int64_t j) {
+    ld16(a.U, j, u);
+    ld_n<HF>(static_cast<const float *>(a.vals) + j * HF, v);
+  }
+};
 template <int H, int HF> struct LnI {
   float c[kLnHid], g[HF];
   float2 ld[H];
@@ -140,13 +116,9 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3
 #pragma unroll
   for (int f = 0; f < HF; ++f)
     acc[f] = 0.f;
-  const float *vals = static_cast<const float *>(a.vals);
   walk<LnJ<HF>>(
       a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
-      [&](int64_t j, LnJ<HF> &d) {
-        ld16(a.U, j, d.u);
-        ldv<HF>(vals + j * HF, d.v);
-      },
+      [&](int64_t j, LnJ<HF> &d) { d.load(a, j); },
       [&](int64_t, int64_t j, const LnJ<HF> &d) {
         float x[kLnHid], s[H];
         ln_scores<H>(w, a.slope, c, d.u, x, s);
@@ -164,21 +136,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3
         }
       });
   // merge the group's states (each lane's edges are a strided subset: softmax sums commute)
-  const unsigned gm = tgg::group_mask(G);
-  for (int o = 1; o < G; o <<= 1)
-#pragma unroll
-    for (int h = 0; h < H; ++h) {
-      const float mo = __shfl_xor_sync(gm, m[h], o), lo = __shfl_xor_sync(gm, l[h], o);
-      const float mn = fmaxf(m[h], mo);
-      const float sa = m[h] == -INFINITY ? 0.f : __expf(m[h] - mn), sb = mo == -INFINITY ? 0.f : __expf(mo - mn);
-      l[h] = l[h] * sa + lo * sb;
-      m[h] = mn;
-#pragma unroll
-      for (int f = 0; f < F; ++f) {
-        const float ao = __shfl_xor_sync(gm, acc[h * F + f], o);
-        acc[h * F + f] = acc[h * F + f] * sa + ao * sb;
-      }
-    }
+  xor_merge<H, F>(m, l, acc, 1, G);
   if (q != 0) return;
 #pragma unroll
   for (int h = 0; h < H; ++h) {
@@ -188,7 +146,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3
       acc[h * F + f] = l[h] == 0.f ? 0.f : acc[h * F + f] * r;
     a.lse[h * a.nq + i] = tgg::lse_of(m[h], l[h]);
   }
-  stv<HF>(static_cast<float *>(a.out) + i * HF, acc);
+  st_n<HF>(static_cast<float *>(a.out) + i * HF, acc);
 }
 
 // Floats of one weight partial set here (dim 0, Fe 0): db1 [16], dw2 [H][16], db2 [H].
@@ -215,7 +173,6 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
 #pragma unroll
   for (int h = 0; h < H; ++h)
     db2[h] = 0.f;
-  const float *vals = static_cast<const float *>(a.vals);
 #pragma unroll 1
   for (int64_t rk = t0 / G; rk < a.nq; rk += stride) { // group-uniform
     const int64_t i = sched(a.ro, rk);
@@ -225,8 +182,8 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
       lse[h] = a.lse_in[h * a.nq + i];
     {
       float o[HF];
-      ldv<HF>(static_cast<const float *>(a.dout) + i * HF, g);
-      ldv<HF>(static_cast<const float *>(a.fout) + i * HF, o);
+      ld_n<HF>(static_cast<const float *>(a.dout) + i * HF, g);
+      ld_n<HF>(static_cast<const float *>(a.fout) + i * HF, o);
 #pragma unroll
       for (int h = 0; h < H; ++h) {
         D[h] = 0.f;
@@ -246,10 +203,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
     }
     walk<LnJ<HF>>(
         a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
-        [&](int64_t j, LnJ<HF> &d) {
-          ld16(a.U, j, d.u);
-          ldv<HF>(vals + j * HF, d.v);
-        },
+        [&](int64_t j, LnJ<HF> &d) { d.load(a, j); },
         [&](int64_t, int64_t j, const LnJ<HF> &d) {
           float x[kLnHid], s[H];
           ln_scores<H>(w, a.slope, c, d.u, x, s);
@@ -281,8 +235,8 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
     for (int k = 0; k < kLnHid; ++k)
       sdb1[k][threadIdx.x] += rs[k];
     if (a.g.V) {
-      group_sums<kLnHid>(rs, G);
-      if (q == 0) addv<kLnHid>(static_cast<float *>(a.g.V) + i * kLnHid, rs);
+      xor_sums<kLnHid>(rs, 1, G);
+      if (q == 0) add_n<kLnHid>(static_cast<float *>(a.g.V) + i * kLnHid, rs);
     }
   }
   if (!a.wgrad) return; // block-uniform
@@ -329,7 +283,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   if (a.tp[j] == e1) return; // group-uniform; nothing to add
   float u[kLnHid], vj[HF], dU[kLnHid], dv[HF];
   ld16(a.U, j, u);
-  ldv<HF>(static_cast<const float *>(a.vals) + j * HF, vj);
+  ld_n<HF>(static_cast<const float *>(a.vals) + j * HF, vj);
 #pragma unroll
   for (int k = 0; k < kLnHid; ++k)
     dU[k] = 0.f;
@@ -342,7 +296,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
       a.tp[j] + q, e1, G, [&](int64_t e) { return (int64_t)a.tr[e]; },
       [&](int64_t i, LnI<H, HF> &d) {
         ld16(a.V, i, d.c);
-        ldv<HF>(dout + i * HF, d.g);
+        ld_n<HF>(dout + i * HF, d.g);
     // (lse, D) of (i, h) side by side (k_dst_ln's record: one sector per edge); lse alone when
     // no da is wanted (k_dst_ln did not run)
 #pragma unroll
@@ -377,11 +331,11 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
             dU[k] += x[k] > 0.f ? dz : a.slope * dz;
           }
       });
-  if (a.g.values) group_sums<HF>(dv, G);
-  if (a.g.U) group_sums<kLnHid>(dU, G);
+  if (a.g.values) xor_sums<HF>(dv, 1, G);
+  if (a.g.U) xor_sums<kLnHid>(dU, 1, G);
   if (q != 0) return;
-  if (a.g.values) addv<HF>(static_cast<float *>(a.g.values) + j * HF, dv);
-  if (a.g.U) addv<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid, dU);
+  if (a.g.values) add_n<HF>(static_cast<float *>(a.g.values) + j * HF, dv);
+  if (a.g.U) add_n<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid, dU);
 }
 
 // ---------------------------------------------------------------- host side

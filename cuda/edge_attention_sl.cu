@@ -49,42 +49,6 @@ template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w,
     w.b2[h] = b2 ? __ldg(b2 + h) : 0.f;
 }
 
-// N consecutive floats at p (N = 1, 2 or a multiple of 4; p aligned to min(N, 4) floats).
-template <int N> __device__ __forceinline__ void ld_n(const float *p, float (&x)[N]) {
-  if constexpr (N % 4 == 0) {
-#pragma unroll
-    for (int q = 0; q < N; q += 4) {
-      const float4 v = *reinterpret_cast<const float4 *>(p + q);
-      x[q] = v.x, x[q + 1] = v.y, x[q + 2] = v.z, x[q + 3] = v.w;
-    }
-  } else if constexpr (N == 2) {
-    const float2 v = *reinterpret_cast<const float2 *>(p);
-    x[0] = v.x, x[1] = v.y;
-  } else {
-    static_assert(N == 1, "ld_n: 1, 2 or a multiple of 4");
-    x[0] = *p;
-  }
-}
-template <int N> __device__ __forceinline__ void st_n(float *p, const float (&x)[N]) {
-  if constexpr (N % 4 == 0) {
-#pragma unroll
-    for (int q = 0; q < N; q += 4)
-      *reinterpret_cast<float4 *>(p + q) = make_float4(x[q], x[q + 1], x[q + 2], x[q + 3]);
-  } else if constexpr (N == 2) {
-    *reinterpret_cast<float2 *>(p) = make_float2(x[0], x[1]);
-  } else {
-    *p = x[0];
-  }
-}
-// p[0..N) += x (a gradient row accumulates into storage)
-template <int N> __device__ __forceinline__ void add_n(float *p, const float (&x)[N]) {
-  float y[N];
-  ld_n<N>(p, y);
-#pragma unroll
-  for (int q = 0; q < N; ++q)
-    y[q] += x[q];
-  st_n<N>(p, y);
-}
 // The lane's UL units of node n's [*, 64] row (NULL: zeros).
 template <int UL> __device__ __forceinline__ void ld_units(const void *base, int64_t n, int k, float (&x)[UL]) {
   if (!base) {
@@ -94,25 +58,6 @@ template <int UL> __device__ __forceinline__ void ld_units(const void *base, int
     return;
   }
   ld_n<UL>(static_cast<const float *>(base) + n * kSlHid + UL * k, x);
-}
-
-// Sum over the S lanes of a slice of every x[q]: a fixed butterfly whose pairwise sums commute,
-// so every lane ends with the same bits.
-template <int S, int N> __device__ __forceinline__ void slice_sum(float (&x)[N]) {
-  const unsigned m = tgg::group_mask(S);
-#pragma unroll
-  for (int o = 1; o < S; o <<= 1)
-#pragma unroll
-    for (int q = 0; q < N; ++q)
-      x[q] += __shfl_xor_sync(m, x[q], o);
-}
-// Sum over the G slices of a group (lane k of each: the same units / columns), fixed butterfly.
-template <int S, int N> __device__ __forceinline__ void groups_sum(float (&x)[N], int G) {
-  const unsigned m = tgg::group_mask(S * G);
-  for (int o = S; o < S * G; o <<= 1)
-#pragma unroll
-    for (int q = 0; q < N; ++q)
-      x[q] += __shfl_xor_sync(m, x[q], o);
 }
 
 // Edge (j -> i): the lane's pre-activations a[u] = (c[u] + U[j, u]) + sum_d wp[d, u] dp[d] with
@@ -136,7 +81,7 @@ __device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, co
     for (int h = 0; h < H; ++h)
       s[h] = fmaf(z, w.w2[q][h], s[h]);
   }
-  slice_sum<S, H>(s);
+  xor_sums<H>(s, 1, S);
 #pragma unroll
   for (int h = 0; h < H; ++h)
     s[h] += w.b2[h];
@@ -157,6 +102,22 @@ __device__ __forceinline__ void ld_pos(const Args &a, const float *p, int64_t n,
     x[d] = d < a.dim && p ? __ldg(p + n * a.dim + d) : 0.f;
 }
 
+// A row's edge to source j, for the lane: j's value columns v, the displacement dp = ps[j] - pdi,
+// the pre-activations x of its units and the H scores s (vals: the lane's first column).
+template <int H, int S, int UL, int FQ>
+__device__ __forceinline__ void sl_edge(const Args &a, const SlW<H, UL> &w, const float (&c)[UL],
+                                        const float (&pdi)[kMaxDim], const float *vals, int64_t j, int k,
+                                        float (&v)[FQ], float (&dp)[kMaxDim], float (&x)[UL], float (&s)[H]) {
+  float u[UL];
+  ld_units<UL>(a.U, j, k, u);
+  ld_n<FQ>(vals + j * a.HF, v);
+  ld_pos(a, a.ps, j, dp);
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d)
+    dp[d] -= pdi[d];
+  sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+}
+
 template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_fwd_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
@@ -167,7 +128,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
   const int64_t i = sched(a.ro, rk), HF = a.HF;
   SlW<H, UL> w;
   load_slw<H, UL>(w, a, k);
-  float c[UL], pdi[kMaxDim], acc[FQ], m = -INFINITY, l = 0.f;
+  float c[UL], pdi[kMaxDim], acc[FQ], m[1] = {-INFINITY}, l[1] = {0.f};
   ld_units<UL>(a.V, i, k, c);
 #pragma unroll
   for (int u = 0; u < UL; ++u)
@@ -181,45 +142,27 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 #pragma unroll 1
   for (int64_t e = a.rp[i] + q; e < e1; e += G) {
     const int64_t j = a.ci[e];
-    float u[UL], x[UL], s[H], v[FQ], dp[kMaxDim];
-    ld_units<UL>(a.U, j, k, u);
-    ld_n<FQ>(vals + j * HF, v);
-    ld_pos(a, a.ps, j, dp);
-#pragma unroll
-    for (int d = 0; d < kMaxDim; ++d)
-      dp[d] -= pdi[d];
-    sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+    float x[UL], s[H], v[FQ], dp[kMaxDim];
+    sl_edge<H, S, UL, FQ>(a, w, c, pdi, vals, j, k, v, dp, x, s);
     const float sh = pick<H>(s, hq);
-    const float mn = fmaxf(m, sh);
-    const float sc = mn == -INFINITY ? 1.f : __expf(m - mn);
+    const float mn = fmaxf(m[0], sh);
+    const float sc = mn == -INFINITY ? 1.f : __expf(m[0] - mn);
     const float p = mn == -INFINITY ? 0.f : __expf(sh - mn);
-    l = l * sc + p;
-    m = mn;
+    l[0] = l[0] * sc + p;
+    m[0] = mn;
     const float pw = p * a.drop.w(hq, i, j);
 #pragma unroll
     for (int f = 0; f < FQ; ++f)
       acc[f] = fmaf(pw, v[f], acc[f] * sc);
   }
   // merge the group's states (each slice's edges are a strided subset: softmax sums commute)
-  const unsigned gm = tgg::group_mask(S * G);
-  for (int o = S; o < S * G; o <<= 1) {
-    const float mo = __shfl_xor_sync(gm, m, o), lo = __shfl_xor_sync(gm, l, o);
-    const float mn = fmaxf(m, mo);
-    const float sa = m == -INFINITY ? 0.f : __expf(m - mn), sb = mo == -INFINITY ? 0.f : __expf(mo - mn);
-    l = l * sa + lo * sb;
-    m = mn;
-#pragma unroll
-    for (int f = 0; f < FQ; ++f) {
-      const float ao = __shfl_xor_sync(gm, acc[f], o);
-      acc[f] = acc[f] * sa + ao * sb;
-    }
-  }
+  xor_merge<1, FQ>(m, l, acc, S, S * G);
   if (q != 0) return;
-  const float r = l == 0.f ? 0.f : 1.f / l;
+  const float r = l[0] == 0.f ? 0.f : 1.f / l[0];
 #pragma unroll
   for (int f = 0; f < FQ; ++f)
-    acc[f] = l == 0.f ? 0.f : acc[f] * r;
-  if ((k * FQ) % a.F == 0) a.lse[hq * a.nq + i] = tgg::lse_of(m, l); // the head's first lane
+    acc[f] = l[0] == 0.f ? 0.f : acc[f] * r;
+  if ((k * FQ) % a.F == 0) a.lse[hq * a.nq + i] = tgg::lse_of(m[0], l[0]); // the head's first lane
   st_n<FQ>(static_cast<float *>(a.out) + i * HF + k * FQ, acc);
 }
 
@@ -266,7 +209,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 #pragma unroll
       for (int h = 0; h < H; ++h)
         D[h] = h == hq ? d : 0.f;
-      slice_sum<S, H>(D);
+      xor_sums<H>(D, 1, S);
       if (q == 0 && k == 0)
 #pragma unroll
         for (int h = 0; h < H; ++h)
@@ -288,14 +231,8 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 #pragma unroll 1
     for (int64_t e = a.rp[i] + q; e < e1; e += G) {
       const int64_t j = a.ci[e];
-      float u[UL], x[UL], s[H], v[FQ], dp[kMaxDim], dpv[H];
-      ld_units<UL>(a.U, j, k, u);
-      ld_n<FQ>(vals + j * HF, v);
-      ld_pos(a, a.ps, j, dp);
-#pragma unroll
-      for (int d = 0; d < kMaxDim; ++d)
-        dp[d] -= pdi[d];
-      sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+      float x[UL], s[H], v[FQ], dp[kMaxDim], dpv[H];
+      sl_edge<H, S, UL, FQ>(a, w, c, pdi, vals, j, k, v, dp, x, s);
       float d = 0.f;
 #pragma unroll
       for (int f = 0; f < FQ; ++f)
@@ -304,7 +241,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 #pragma unroll
       for (int h = 0; h < H; ++h)
         dpv[h] = h == hq ? d : 0.f;
-      slice_sum<S, H>(dpv);
+      xor_sums<H>(dpv, 1, S);
       float ds[H];
 #pragma unroll
       for (int h = 0; h < H; ++h) {
@@ -334,12 +271,12 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
     for (int u = 0; u < UL; ++u)
       db1[u] += rs[u];
     if (a.g.V) {
-      groups_sum<S, UL>(rs, G);
+      xor_sums<UL>(rs, S, S * G);
       if (q == 0) add_n<UL>(static_cast<float *>(a.g.V) + i * kSlHid + UL * k, rs);
     }
     if (a.g.pd && a.dim > 0) { // dpd[i] -= sum over the row's edges and all units of wp[d, :] da
-      slice_sum<S, kMaxDim>(rpd);
-      groups_sum<S, kMaxDim>(rpd, G);
+      xor_sums<kMaxDim>(rpd, 1, S);
+      xor_sums<kMaxDim>(rpd, S, S * G);
       if (q == 0 && k == 0)
         for (int dd = 0; dd < a.dim; ++dd)
           a.g.pd[i * a.dim + dd] -= rpd[dd];
@@ -456,7 +393,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
 #pragma unroll
       for (int h = 0; h < H; ++h)
         dpv[h] = h == hq ? d : 0.f;
-      slice_sum<S, H>(dpv);
+      xor_sums<H>(dpv, 1, S);
       float ds[H];
 #pragma unroll
       for (int h = 0; h < H; ++h)
@@ -475,11 +412,11 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
       }
     }
   }
-  if (a.g.values) groups_sum<S, FQ>(dv, G);
-  if (a.g.U) groups_sum<S, UL>(dU, G);
+  if (a.g.values) xor_sums<FQ>(dv, S, S * G);
+  if (a.g.U) xor_sums<UL>(dU, S, S * G);
   if (a.g.ps && a.dim > 0) {
-    slice_sum<S, kMaxDim>(dps);
-    groups_sum<S, kMaxDim>(dps, G);
+    xor_sums<kMaxDim>(dps, 1, S);
+    xor_sums<kMaxDim>(dps, S, S * G);
   }
   if (q != 0) return;
   if (a.g.values) add_n<FQ>(static_cast<float *>(a.g.values) + j * HF + k * FQ, dv);
