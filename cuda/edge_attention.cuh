@@ -528,6 +528,14 @@ template <int N> __device__ __forceinline__ void st_n(float *p, const float (&x)
     *p = x[0];
   }
 }
+// p[0..N) = 0
+template <int N> __device__ __forceinline__ void st_zero(float *p) {
+  float z[N];
+#pragma unroll
+  for (int q = 0; q < N; ++q)
+    z[q] = 0.f;
+  st_n<N>(p, z);
+}
 // p[0..N) += x (a gradient row accumulates into storage)
 template <int N> __device__ __forceinline__ void add_n(float *p, const float (&x)[N]) {
   float y[N];

@@ -68,11 +68,14 @@ typedef struct tgc_edge_inputs {
   const void *w2, *b2;      /* [hid, H], [H] */
 } tgc_edge_inputs;
 
-/* The gradients (NULL = not wanted; each accumulates). */
+/* The gradients (NULL = not wanted; each accumulates, but see U_over). */
 typedef struct tgc_edge_grads {
   void *U, *V;
   float *ps, *pd;
   void *fe, *values, *wp, *we, *b1, *w2, *b2;
+  /* nonzero: U is the inputs' U itself, and the backward overwrites it with dU (no accumulation)
+   * after its last read of U. Only where cuda_edge_attention_dU_over says the kernels allow it. */
+  int U_over;
 } tgc_edge_grads;
 
 /* NULL when a is supported, else a static message naming what is not (for the op's status). */
@@ -83,6 +86,11 @@ tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g, const tgc_
                                       void *out, float *lse);
 /* f32 scratch the backward needs (D per row and head, the weight partials). */
 size_t cuda_edge_attention_backward_workspace(const tgc_csr *g, const tgc_edge_attn *a);
+/* Whether cuda_edge_attention_backward with these arguments (d->U_over ignored) would run kernels
+ * that can write dU over U (d->U == in->U, d->U_over set): kernels whose only reads of U[j] after
+ * the destination pass are those of the pass over source j itself (the lane and slice kernels). */
+int cuda_edge_attention_dU_over(const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in, const void *out,
+                                const void *dout, const tgc_edge_grads *d, const void *workspace);
 /* Accumulates the gradients in *d. out, dout, lse are the forward's output, its gradient and lse.
  * Needs the transpose when d->U, d->values or d->ps is wanted. */
 tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
@@ -96,7 +104,7 @@ tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc
  *   U[j, k] += sum_d wp[d, k] ps[j, d]   (j < nk),   V[i, k] -= sum_d wp[d, k] pd[i, d]   (i < nq),
  * and the edge launchers above then run with dim 0. (The pre-activation's rounding error grows
  * with |pos| instead of |ps - pd|: about eps |pos| |wp| absolute.) All f32, dim 1..3, hid 4..128
- * dividing 256, U and V 16-byte aligned. */
+ * dividing 256, U and V 16-byte aligned; nq 0 folds U alone (V and pd may be NULL), nk 0 V alone. */
 tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps,
                          const float *pd, const float *wp);
 /* Bytes of scratch cuda_edge_unfold needs for gwp (f64 partials). */

@@ -502,31 +502,38 @@ struct Src {
 
 using namespace tgea;
 
-extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
-                                                  const tgc_edge_inputs *in, const void *out, const void *dout,
-                                                  const float *lse, const tgc_edge_grads *d, void *workspace,
-                                                  size_t workspace_bytes) {
-  const char *op = "cuda_edge_attention_backward";
+// The kernel families a backward call runs (x filled for launching). st != TG_OK: the call's error;
+// go false: nothing to run.
+struct BwdPlan {
+  tg_status st = TG_OK;
+  bool go = false, src = false, ln = false, wgrad = false;
+};
+
+static BwdPlan plan_backward(const char *op, const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
+                             const void *out, const void *dout, const float *lse, const tgc_edge_grads *d,
+                             const void *workspace, Args &x) {
+  BwdPlan pl;
   if (!d) {
     tgc_set_error("%s: gradients are NULL", op);
-    return TG_ERR_INVALID_ARGUMENT;
+    pl.st = TG_ERR_INVALID_ARGUMENT;
+    return pl;
   }
   const bool geo = a && a->dim > 0, efe = a && a->Fe > 0;
-  const bool src = d->U || d->values || (geo && d->ps);
-  Args x;
-  tg_status st = make_args(op, g, a, in, src, &x);
-  if (st != TG_OK || g->nq == 0 || g->nnz == 0) return st;
+  pl.src = d->U || d->values || (geo && d->ps);
+  pl.st = make_args(op, g, a, in, pl.src, &x);
+  if (pl.st != TG_OK || g->nq == 0 || g->nnz == 0) return pl;
   x.g = *d;
   if (!geo) x.g.wp = nullptr, x.g.ps = x.g.pd = nullptr;
   if (!efe) x.g.we = x.g.fe = nullptr;
-  const bool wgrad = x.g.wp || x.g.we || x.g.b1 || x.g.w2 || x.g.b2;
-  x.edges = wgrad || x.g.V || x.g.pd || x.g.fe;
+  pl.wgrad = x.g.wp || x.g.we || x.g.b1 || x.g.w2 || x.g.b2;
+  x.edges = pl.wgrad || x.g.V || x.g.pd || x.g.fe;
   x.srcda = x.g.U || x.g.ps;
-  x.wgrad = wgrad;
-  if (!x.edges && !src) return TG_OK;
+  x.wgrad = pl.wgrad;
+  if (!x.edges && !pl.src) return pl;
   if (!dout || !lse || ((x.edges || x.srcda) && !out)) {
     tgc_set_error("%s: out, dout or lse is NULL", op);
-    return TG_ERR_INVALID_ARGUMENT;
+    pl.st = TG_ERR_INVALID_ARGUMENT;
+    return pl;
   }
   x.fout = out;
   x.dout = dout;
@@ -536,14 +543,43 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
   set_cols(&x, {in->values, out, dout, d->values});
   x.rows = rows_for(g->nq);
   x.srows = rows_for(g->nk);
-  const bool ln = lanes_ok(a, x) && tgc_aligned(workspace, sizeof(float2));
+  pl.ln = lanes_ok(a, x) && tgc_aligned(workspace, sizeof(float2));
   x.lanes = lanes_ln(a, g->nq);
   x.slanes = lanes_ln(a, g->nk);
-  x.slice = ln || !tgc_aligned(workspace, sizeof(float2)) ? 0 : slice_of(a, x);
+  x.slice = pl.ln || !tgc_aligned(workspace, sizeof(float2)) ? 0 : slice_of(a, x);
   if (x.slice) {
     x.lanes = sl_groups(a, x.slice, g->nq);
     x.slanes = sl_groups(a, x.slice, g->nk);
   }
+  pl.go = true;
+  return pl;
+}
+
+extern "C" int cuda_edge_attention_dU_over(const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
+                                           const void *out, const void *dout, const tgc_edge_grads *d,
+                                           const void *workspace) {
+  if (!g || !a || !in || !d || !d->U || !in->U) return 0;
+  Args x;
+  // lse only needs to be non-NULL for planning
+  const BwdPlan pl = plan_backward("cuda_edge_attention_dU_over", g, a, in, out, dout,
+                                   static_cast<const float *>(workspace), d, workspace, x);
+  return pl.st == TG_OK && pl.go && pl.src && (pl.ln || x.slice);
+}
+
+extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
+                                                  const tgc_edge_inputs *in, const void *out, const void *dout,
+                                                  const float *lse, const tgc_edge_grads *d, void *workspace,
+                                                  size_t workspace_bytes) {
+  const char *op = "cuda_edge_attention_backward";
+  Args x;
+  const BwdPlan pl = plan_backward(op, g, a, in, out, dout, lse, d, workspace, x);
+  if (pl.st != TG_OK || !pl.go) return pl.st;
+  const bool ln = pl.ln;
+  if (d->U_over && (d->U != in->U || !pl.src || !(ln || x.slice))) {
+    tgc_set_error("%s: U_over set, but d->U is not in->U or these kernels cannot write dU over U", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  tg_status st = TG_OK;
   if (x.edges || x.srcda) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
@@ -556,11 +592,11 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     st = ln ? dst_lanes(s, x) : x.slice ? dst_slices(s, x) : packed_for(x.hid) ? dst_packed(s, x) : dispatch<Dst>(s, x);
     if (st != TG_OK) return st;
   }
-  if (src) {
+  if (pl.src) {
     st = ln ? src_lanes(s, x) : x.slice ? src_slices(s, x) : packed_for(x.hid) ? src_packed(s, x) : dispatch<Src>(s, x);
     if (st != TG_OK) return st;
   }
-  if (wgrad) {
+  if (pl.wgrad) {
     if (x.dt == TG_F32)
       k_wsum<float><<<(unsigned)x.P, 256, 0, s>>>(x);
     else

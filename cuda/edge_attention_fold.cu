@@ -152,8 +152,8 @@ extern "C" {
 tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, float *U, float *V, const float *ps,
                          const float *pd, const float *wp) {
   if (!fold_sizes_ok("cuda_edge_fold", nk, nq, dim, hid)) return TG_ERR_INVALID_ARGUMENT;
-  if (!U || !V || !ps || !pd || !wp) {
-    tgc_set_error("cuda_edge_fold: U, V, ps, pd and wp are all needed");
+  if ((nk > 0 && (!U || !ps)) || (nq > 0 && (!V || !pd)) || !wp) {
+    tgc_set_error("cuda_edge_fold: U and ps (nk > 0), V and pd (nq > 0) and wp are needed");
     return TG_ERR_INVALID_ARGUMENT;
   }
   if (!tgc_aligned(U, 16) || !tgc_aligned(V, 16)) {

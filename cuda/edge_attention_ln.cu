@@ -280,7 +280,10 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   if (rk >= a.nk) return;
   const int64_t j = sched(a.so, rk);
   const int64_t e1 = a.tp[j + 1];
-  if (a.tp[j] == e1) return; // group-uniform; nothing to add
+  if (a.tp[j] == e1) { // group-uniform; nothing to add, but dU over U is 0
+    if (a.g.U_over && q == 0) st_zero<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid);
+    return;
+  }
   float u[kLnHid], vj[HF], dU[kLnHid], dv[HF];
   ld16(a.U, j, u);
   ld_n<HF>(static_cast<const float *>(a.vals) + j * HF, vj);
@@ -335,7 +338,13 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   if (a.g.U) xor_sums<kLnHid>(dU, 1, G);
   if (q != 0) return;
   if (a.g.values) add_n<HF>(static_cast<float *>(a.g.values) + j * HF, dv);
-  if (a.g.U) add_n<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid, dU);
+  if (a.g.U) { // over U itself (U_over): every lane of the segment read U[j] before the sums above
+    float *du = static_cast<float *>(a.g.U) + j * kLnHid;
+    if (a.g.U_over)
+      st_n<kLnHid>(du, dU);
+    else
+      add_n<kLnHid>(du, dU);
+  }
 }
 
 // ---------------------------------------------------------------- host side

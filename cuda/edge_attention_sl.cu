@@ -338,7 +338,10 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
   if (rk >= a.nk) return;
   const int64_t j = sched(a.so, rk);
   const int64_t e1 = a.tp[j + 1];
-  if (a.tp[j] == e1) return; // group-uniform; nothing to add
+  if (a.tp[j] == e1) { // group-uniform; nothing to add, but dU over U is 0
+    if (a.g.U_over && q == 0) st_zero<UL>(static_cast<float *>(a.g.U) + j * kSlHid + UL * k);
+    return;
+  }
   SlW<H, UL> w;
   load_slw<H, UL>(w, a, k);
   float u[UL], vj[FQ], psj[kMaxDim], dU[UL], dv[FQ], dps[kMaxDim];
@@ -420,7 +423,13 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
   }
   if (q != 0) return;
   if (a.g.values) add_n<FQ>(static_cast<float *>(a.g.values) + j * HF + k * FQ, dv);
-  if (a.g.U) add_n<UL>(static_cast<float *>(a.g.U) + j * kSlHid + UL * k, dU);
+  if (a.g.U) { // over U itself (U_over): every lane of the group read U[j] before the sums above
+    float *du = static_cast<float *>(a.g.U) + j * kSlHid + UL * k;
+    if (a.g.U_over)
+      st_n<UL>(du, dU);
+    else
+      add_n<UL>(du, dU);
+  }
   if (a.g.ps && k == 0)
     for (int dd = 0; dd < a.dim; ++dd)
       a.g.ps[j * a.dim + dd] += dps[dd];

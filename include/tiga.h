@@ -453,7 +453,8 @@ TG_API tg_status tg_tape_export_location(tg_tape *tape, tg_id id, unsigned flags
 TG_API tg_status tg_tape_backward(tg_tape *tape, tg_id loss);
 /* The vector-Jacobian product: the reverse sweep from a value y of any shape, seeded with the
  * gradient grad_y (a value of y's shape and dtype) instead of a loss's 1 — PyTorch's
- * y.backward(grad_y). Accumulation as tg_tape_backward. */
+ * y.backward(grad_y). Accumulation as tg_tape_backward. When y is an op result its gradient is
+ * grad_y's storage itself for the sweep (no copy; tg_tape_read_grad of y reads grad_y's bytes). */
 TG_API tg_status tg_tape_backward_with(tg_tape *tape, tg_id y, tg_id grad_y);
 /* Sets every leaf gradient (parameters and inputs) to zero. */
 TG_API tg_status tg_tape_zero_grad(tg_tape *tape);
@@ -522,7 +523,11 @@ TG_API tg_id tg_softmax(tg_tape *tape, tg_id x);
 TG_API tg_id tg_layernorm(tg_tape *tape, tg_id x, tg_id w, tg_id b, double eps);
 /* Rows of table [V, D] picked by ids (I32, any shape, each in [0, V)): result [ids..., D]. */
 TG_API tg_id tg_embedding(tg_tape *tape, tg_id table, tg_id ids);
-/* Same elements, new shape; one entry may be -1 (inferred). */
+/* Same elements, new shape; one entry may be -1 (inferred). No copy: the result shares x's storage
+ * (x an op result, a parameter or an input). For a parameter or an input the result reads x's
+ * current bytes while x is unchanged; once x is rewritten (tg_tape_write, tg_tape_load, an
+ * optimizer step), reading the result or running a backward through a node that read it is
+ * TG_ERR_STATE (reshape again after the write), never the new bytes under the old name. */
 TG_API tg_id tg_reshape(tg_tape *tape, tg_id x, int ndim, const int64_t *shape);
 /* Swaps dims d0 and d1 (negative dims count from the end). */
 TG_API tg_id tg_transpose(tg_tape *tape, tg_id x, int d0, int d1);
@@ -823,7 +828,11 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * radius builder's Morton order, else a breadth-first order of the graph, built once and kept with
  * the relation, counted in its device bytes), so that those running together gather nearby rows;
  * the outputs and per-node gradients are the same bits in any order, the weight gradients' sums
- * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size. */
+ * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size.
+ * Memory of a FUSED backward: the lane and slice kernels write x_src . w1_src's gradient over that
+ * product's own storage (its last reader), and the values' gradient goes straight into the value
+ * that `values` is a reshape of (values = x_src viewed as [Nk, H, F] costs no buffer); a second
+ * backward through the same recording computes the product again first. */
 TG_API tg_id tg_edge_attention(tg_tape *tape, const tg_relation *rel, tg_id pos_src, tg_id pos_dst, tg_id x_src,
                                tg_id x_dst, tg_id edge_feat, tg_id values, tg_id w1, tg_id b1, tg_id w2, tg_id b2,
                                const tg_graph_attention_options *opts);

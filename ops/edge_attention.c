@@ -125,13 +125,18 @@ typedef struct ea_ptrs {
   void *grad[N_IN];
 } ea_ptrs;
 
-static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool dev, bool grads, ea_ptrs *p) {
+/* skip: an input whose gradient the caller sets itself (-1: none). */
+static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool dev, bool grads, int skip, ea_ptrs *p) {
   memset(p, 0, sizeof *p);
   for (int k = 0; k < N_IN; k++) {
     tgi_value *v = in_of(t, n, es, k);
     if (!v) continue;
     p->in[k] = dev ? tgi_read_d(t, v) : tgi_read_h(t, v);
-    if (grads && v->requires_grad) p->grad[k] = dev ? tgi_grad_d(t, v) : tgi_grad_h(t, v);
+    if (k == skip) continue;
+    /* the values' gradient goes straight into the base of a reshape (tgi_grad_d_base: the kernels
+     * add into it), so `values` = a reshape of the features costs no gradient buffer */
+    if (grads && v->requires_grad)
+      p->grad[k] = !dev ? tgi_grad_h(t, v) : k == IN_VALUES ? tgi_grad_d_base(t, v) : tgi_grad_d(t, v);
   }
   return t->status == TG_OK;
 }
@@ -170,6 +175,24 @@ static tgc_edge_inputs dev_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype
 
 /* ------------------------------------------------------------ backward (HOST, CUDA_FUSED) */
 
+#ifdef TIGA_HAVE_CUDA
+/* A second sweep through a node whose first one wrote dU over U (tgi_grad_d_over): U computed
+ * again from x_src and w1 (its matmul node's inputs, which the sweep's version check covers), the
+ * geometry folded in again when the forward folded it; then U reads as in the forward. */
+static bool ea_redo_U(tg_tape *t, const tgi_node *n, const ea_state *es, tgi_value *U) {
+  if (tgi_matmul_redo(t, U)) return false;
+  if (es->fold) {
+    const float *ps = tgi_read_d(t, in_of(t, n, es, IN_PS)), *w1 = tgi_read_d(t, in_of(t, n, es, IN_W1));
+    if (!ps || !w1) return false;
+    tg_status fs = cuda_edge_fold(TGI_STREAM(t), es->g->Nk, 0, es->dim, (int)es->hid, U->data.d, NULL, ps, NULL,
+                                  (const float *)w1_block(es, w1, sizeof(float), false));
+    if (fs) return tgi_fail_cuda(t, fs, "edge attention geometry fold");
+  }
+  U->flags &= ~TGI_SPENT;
+  return true;
+}
+#endif
+
 static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   const ea_state *es = n->aux;
   const graph_state *st = es->g;
@@ -188,7 +211,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   if (n->cap->provider == TG_PROVIDER_HOST) {
     host_graph hg;
     const void *gy = tgi_grad_h(t, out);
-    if (!gy || !gather_ptrs(t, n, es, false, true, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
+    if (!gy || !gather_ptrs(t, n, es, false, true, -1, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
     host_edge_grads d = {.U = p.grad[IN_U],
                          .V = p.grad[IN_V],
                          .ps = p.grad[IN_PS],
@@ -207,8 +230,16 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     return s;
   }
 #ifdef TIGA_HAVE_CUDA
+  /* dU over U: U = x_src . w1_src is this call's own product, read by this node alone, and the
+   * lane and slice kernels read U[j] last in the pass over source j, which then writes dU[j]; so
+   * U's storage takes its gradient (tgi_grad_d_over: one [Nk, hid] buffer less; a second backward
+   * through this recording is then TG_ERR_STATE, as PyTorch's without retain_graph) */
+  tgi_value *U = in_of(t, n, es, IN_U);
+  if (U && (U->flags & TGI_SPENT) && !ea_redo_U(t, n, es, U)) return t->status; /* a second sweep */
+  bool over = U && tgi_grad_over_ok(t, U);
   const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
-  if (!gy || !po || !gather_ptrs(t, n, es, true, true, &p)) return t->status;
+  if (!gy || !po || !gather_ptrs(t, n, es, true, true, over ? IN_U : -1, &p)) return t->status;
+  if (over) p.grad[IN_U] = (void *)(uintptr_t)p.in[IN_U]; /* confirmed below */
   tgc_edge_inputs di = dev_inputs(es, &p, dt);
   tgc_edge_grads d = {.U = p.grad[IN_U],
                       .V = p.grad[IN_V],
@@ -246,6 +277,10 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   size_t fb = gwp ? cuda_edge_unfold_workspace(es->dim, (int)es->hid) : 0;
   void *ws = wb ? tgi_scratch_d(t, wb) : NULL, *fws = fb ? tgi_scratch_d(t, fb) : NULL;
   if ((wb && !ws) || (fb && !fws)) return t->status;
+  if (over && !(over = cuda_edge_attention_dU_over(&cg, &a, &di, po, gy, &d, ws)) && !(d.U = tgi_grad_d(t, U)))
+    return t->status; /* kernels that read U later: dU gets its own buffer */
+  if (over && !tgi_grad_d_over(t, U)) return t->status;
+  d.U_over = over;
   /* pos_src and pos_dst the same value: the kernels get distinct buffers (dpd into zeroed scratch,
    * added back after), whatever order they write them in */
   float *gpd2 = NULL;

@@ -35,4 +35,9 @@ bool tgi_graph_host(tg_tape *t, const graph_state *st, host_graph *g);
  * lse non-NULL the node also outputs *lse = lse [H, Nq] f32, which carries no gradient. NULL with a
  * sticky error on failure. */
 tgi_value *tgi_graph_softmax_rec(tg_tape *t, graph_state *st, tgi_value *scores, tg_provider p, tgi_value **lse);
+
+/* (ops/linear.c) y, the result of a CUDA tg_matmul node, computed again into its device storage
+ * from the node's inputs (for a fused op whose backward gave y's storage to y's gradient in an
+ * earlier sweep: tgi_grad_d_over). TG_OK, or the failure (sticky). */
+tg_status tgi_matmul_redo(tg_tape *t, tgi_value *y);
 #endif

@@ -7,8 +7,10 @@
  * buffer that does not exist yet is overwritten (GEMM beta = 0) instead of zero-filled and added to. */
 #include "../host/linear.h"
 #include "../tape/internal.h"
+#include "graph.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/linear.h"
@@ -181,6 +183,24 @@ static tg_status matmul_backward(tg_tape *t, tgi_node *n) {
   }
   if (s) fail_oom_or_cuda(t, s, n->cap->provider != TG_PROVIDER_HOST, "backward");
   return s;
+}
+
+tg_status tgi_matmul_redo(tg_tape *t, tgi_value *y) {
+  const tgi_node *n = y->producer >= 0 ? &t->nodes[y->producer] : NULL;
+  if (!n || strcmp(n->cap->op, "matmul") || n->cap->provider == TG_PROVIDER_HOST || !y->data.d)
+    return tgi_fail(t, TG_ERR_INTERNAL, "recomputing a product that is not a CUDA matmul result"), TG_ERR_INTERNAL;
+#ifdef TIGA_HAVE_CUDA
+  tgi_value *a = tgi_in(t, n, 0), *b = tgi_in(t, n, 1);
+  const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
+  if (!pa || !pb) return t->status;
+  tgc_blas h = blas_of(t);
+  tg_status s = cuda_matmul_forward(&h, (tg_dtype)a->dtype, pa, pb, y->data.d, n->p.i[P_BATCH], n->p.i[P_M],
+                                    n->p.i[P_K], n->p.i[P_N], (int)n->p.i[P_SHARED]);
+  if (s) fail_oom_or_cuda(t, s, true, "forward");
+  return s;
+#else
+  return tgi_fail(t, TG_ERR_INTERNAL, "CUDA matmul node in a host-only build"), TG_ERR_INTERNAL;
+#endif
 }
 
 static void describe_matmul(const tgi_node *n, char *buf, size_t cap) {

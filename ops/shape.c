@@ -153,23 +153,24 @@ tg_id tg_reshape(tg_tape *t, tg_id x_id, int ndim, const int64_t *shape) {
   if (!y) return TG_NO_ID;
   const void *px = read_on(t, p, x);
   if (!px) return TG_NO_ID;
+  /* Same bytes, new shape: y shares x's storage (no copy). An op result is immutable step memory.
+   * An input or a parameter can be rewritten (tg_tape_write, tg_tape_load, optimizer steps) while y
+   * is alive: y is then a leaf view (TGI_LEAF_VIEW) on the side the provider read, and reading it or
+   * running a backward through it after such a rewrite is TG_ERR_STATE (tgi_view_stale), never the
+   * new bytes under the old name. */
   if (x->kind == TGI_RESULT) {
-    /* Same bytes, new shape: an op result is immutable step memory, so y shares its storage (no
-     * copy). Inputs and parameters are copied: they can be rewritten (tg_tape_write, optimizer
-     * steps) while y is alive. */
     y->data = x->data;
-    tgi_record(t, TGI_CAP(cap_reshape, p), 1, &x, 1, &y);
-    return tgi_done(t, y);
-  }
-  void *py = write_on(t, p, y);
-  if (!py) return TG_NO_ID;
-  if (p == TG_PROVIDER_HOST) {
-    memcpy(py, px, x->bytes);
+    y->flags |= x->flags & TGI_LEAF_VIEW;
+    y->base_slot = x->base_slot, y->base_gen = x->base_gen, y->base_ver = x->base_ver;
   } else {
-#ifdef TIGA_HAVE_CUDA
-    tg_status s = cuda_copy(TGI_STREAM(t), py, px, x->bytes);
-    if (s) return tgi_fail_cuda(t, s, "forward"), TG_NO_ID;
-#endif
+    memset(&y->data, 0, sizeof y->data);
+    if (p == TG_PROVIDER_HOST)
+      y->data.h = (void *)(uintptr_t)px;
+    else
+      y->data.d = (void *)(uintptr_t)px;
+    y->data.valid = p == TG_PROVIDER_HOST ? TGI_ON_HOST : TGI_ON_DEV;
+    y->flags |= TGI_LEAF_VIEW;
+    y->base_slot = tgi_slot_of(t, x), y->base_gen = x->gen, y->base_ver = x->version;
   }
   tgi_record(t, TGI_CAP(cap_reshape, p), 1, &x, 1, &y);
   return tgi_done(t, y);

@@ -50,10 +50,11 @@ void *tgi_arena_alloc(tgi_arena *a, size_t bytes) {
     return p;
   }
   /* A large block gets a chunk of exactly its size and the head stays where it was, so small
-   * blocks keep filling their chunk around large ones; small blocks share chunks of 2 MiB. So a
-   * first step wastes at most one small chunk's tail (a step's peak device memory is what
-   * benchmarks compare), and rewind coalesces everything into one chunk that later steps fill. */
-  const size_t big = (size_t)1 << 20, small_chunk = (size_t)2 << 20;
+   * blocks keep filling their chunk around large ones; small blocks (under 256 KiB) share chunks of
+   * 512 KiB. So a first step wastes at most one small chunk's tail (a step's peak device memory is
+   * what benchmarks compare; 2 MiB chunks cost a graph layer's step up to 4 MiB of its ~30), and
+   * rewind coalesces everything into one chunk that later steps fill. */
+  const size_t big = (size_t)256 << 10, small_chunk = (size_t)512 << 10;
   tgi_chunk *c = chunk_new(a, need >= big ? need : small_chunk);
   if (!c && need < big) c = chunk_new(a, need);
   if (!c) return NULL;

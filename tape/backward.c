@@ -48,6 +48,19 @@ static tg_status check_versions(tg_tape *t, const char *fn, tgi_value *L) {
                          (long long)tgi_id_of(t, v), k, (unsigned long long)n->in_ver[k],
                          (unsigned long long)v->version, line);
       }
+      const tgi_value *leaf = tgi_view_stale(t, v);
+      if (leaf) {
+        char line[320];
+        tgi_explain_node(t, (uint32_t)i, line, sizeof line);
+        return tgi_error(t, TG_ERR_STATE,
+                         "%s: node #%d (%s, %s) read value v%u (id %lld, input %u), a reshape that shares the "
+                         "storage of %s id %lld, which was rewritten after the forward (tg_tape_write, "
+                         "tg_tape_load or an optimizer step), so the node's gradient would be wrong; run the "
+                         "forward again. Node: %s",
+                         fn, (int)i, n->cap->op, tg_provider_name(n->cap->provider), n->in[k],
+                         (long long)tgi_id_of(t, v), k, leaf->kind == TGI_PARAM ? "parameter" : "input",
+                         (long long)tgi_id_of(t, leaf), line);
+      }
       if (v->requires_grad) {
         v->sweep_mark = true;
         v->sweep_uses++; /* counts every node that may add into v's gradient (tgi_grad_pass) */
@@ -110,6 +123,22 @@ static void hook_flush(tg_tape *t) {
   }
 }
 
+/* Seeding an op result L from grad_y's bytes src on `side`: L's gradient buffer becomes src itself
+ * (lent, as tgi_grad_pass lends: forgotten when the next sweep starts) instead of a copy. Backwards
+ * only read their outputs' gradients (the rule tgi_grad_pass relies on) and nothing of the sweep
+ * adds into the root's gradient, so the bytes read are grad_y's; a step saves L's size in gradient
+ * memory and a copy. A leaf keeps the copy (its gradient persists and accumulates). */
+static bool lend_seed(tgi_value *L, const void *src, int side) {
+  if (L->kind != TGI_RESULT || L->producer < 0) return false;
+  if (side == TGI_ON_HOST)
+    L->grad.h = (void *)(uintptr_t)src;
+  else
+    L->grad.d = (void *)(uintptr_t)src;
+  L->grad.valid = (uint8_t)side;
+  L->grad_lent |= (uint8_t)side;
+  return true;
+}
+
 /* The reverse sweep from L, seeded with 1 (G == NULL, a one-element loss) or with the values of G
  * (the vector-Jacobian product G^T dL/d(inputs)). fn names the public call in messages. */
 static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *G) {
@@ -137,7 +166,9 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
     char msg[TGI_MSG_CAP];
     if (t->rt->dev && (L->data.valid & TGI_ON_DEV)) {
       const void *src = tgi_read_d(t, G); /* a parameter uploads once and stays */
-      void *g = src ? tgi_grad_d_fresh(t, L, &fresh) : NULL;
+      if (!src) goto failed;
+      if (lend_seed(L, src, TGI_ON_DEV)) goto seeded;
+      void *g = tgi_grad_d_fresh(t, L, &fresh);
       if (!g) goto failed;
       if (L->producer < 0 && !fresh) { /* a leaf accumulates */
         s = TG_ERR_UNSUPPORTED;
@@ -152,7 +183,9 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       }
     } else {
       const void *src = tgi_read_h(t, G);
-      void *g = src ? tgi_grad_h_fresh(t, L, &fresh) : NULL;
+      if (!src) goto failed;
+      if (lend_seed(L, src, TGI_ON_HOST)) goto seeded;
+      void *g = tgi_grad_h_fresh(t, L, &fresh);
       if (!g) goto failed;
       if (L->producer < 0 && !fresh) {
         s = TG_ERR_UNSUPPORTED;
@@ -161,6 +194,7 @@ static tg_status sweep_run(tg_tape *t, const char *fn, tgi_value *L, tgi_value *
       }
       memcpy(g, src, L->bytes);
     }
+  seeded:
     L->has_grad = true;
     if (L->producer < 0) {
       if (hook) hook_flush(t);

@@ -162,11 +162,22 @@ typedef struct tgi_value {
   tgi_buf opt_m, opt_v;
   int64_t opt_step;
   char *name; /* parameters: malloc'd name from tg_tape_set_name, or NULL (default name) */
+  /* leaf views (TGI_LEAF_VIEW): the leaf whose storage the value shares (slot and generation) and
+   * the leaf's version when the view was taken */
+  uint32_t base_slot;
+  uint64_t base_gen, base_ver;
 } tgi_value;
 
 /* Internal bit of tgi_value.flags (above the public TG_* flags): `data` is the caller's buffer
  * (tg_tape_input_borrowed) on the side in data.valid; never written, never freed. */
 #define TGI_BORROWED 0x80000000u
+/* Internal bit of tgi_value.flags: an op result whose storage is a leaf's (tg_reshape of an input or
+ * a parameter, or a reshape of such a result): its bytes are the leaf's until the leaf is rewritten
+ * (a version bump), after which reading it is an error (tgi_view_stale). */
+#define TGI_LEAF_VIEW 0x40000000u
+/* Internal bit of tgi_value.flags: an op result whose storage now holds its gradient
+ * (tgi_grad_d_over); reading its data is an error until the tape is reset. */
+#define TGI_SPENT 0x20000000u
 /* Frees what a value owns besides memory (its name); value_release calls it. */
 void tgi_value_free_name(tgi_value *v);
 /* A parameter's name: its given name, or "param.<k>" written into buf (TGI_NAME_BUF bytes) for
@@ -324,6 +335,13 @@ tgi_value *tgi_resolve(const tg_tape *t, tg_id id, const char **why);
  * value bytes without tgi_write_h/_d (e.g. the checkpoint loader, an optimizer updating in place)
  * calls this. */
 static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
+/* A leaf view (TGI_LEAF_VIEW) whose leaf was rewritten (or released) since the view was taken: the
+ * leaf (the view's bytes are no longer the ones it was taken with), else NULL. */
+const tgi_value *tgi_view_stale(const tg_tape *t, const tgi_value *v);
+/* The message for reading v, a spent value (TGI_SPENT), into buf. */
+void tgi_spent_describe(const tg_tape *t, const tgi_value *v, char *buf, size_t cap);
+/* The message for reading v, a view of the rewritten leaf x (tgi_view_stale), into buf. */
+void tgi_view_stale_describe(const tg_tape *t, const tgi_value *v, const tgi_value *x, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ anomaly mode (tape/finite.c) */
 
@@ -461,6 +479,22 @@ void *tgi_grad_d(tg_tape *t, tgi_value *v);
 void *tgi_grad_h_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 void *tgi_grad_d_fresh(tg_tape *t, tgi_value *v, bool *fresh);
 
+/* For a backward that only adds into v's device gradient (never overwrites it): the gradient
+ * buffer of the value whose storage v is a view of, when v is the output of a chain of views
+ * (one-input, one-output nodes whose output shares the input's device storage with the same dtype
+ * and bytes: tg_reshape) and each input on the way requires grad; else v's own (tgi_grad_d). Adding
+ * there is what the views' backwards would do with v's gradient, so v needs no buffer of its own:
+ * a reshape of a parameter passed to an op costs no gradient memory. NULL + error on failure. */
+void *tgi_grad_d_base(tg_tape *t, tgi_value *v);
+/* Gradient over the value's own storage, for a backward that is the last reader of v's data and
+ * writes v's whole gradient (no accumulation): v an op result with its own storage (not a view of
+ * a leaf, not borrowed), no gradient yet in this sweep, this node the only one that adds into it
+ * (sweep_uses == 1), anomaly mode off. tgi_grad_over_ok says whether those hold; tgi_grad_d_over
+ * then makes v's device gradient v's device data (lent, forgotten when the next sweep starts) and
+ * marks v spent (TGI_SPENT): a later read of v, e.g. a second backward through the node, is
+ * TG_ERR_STATE naming `op`. Saves v's size in gradient memory. Returns the buffer (v's data). */
+bool tgi_grad_over_ok(const tg_tape *t, const tgi_value *v);
+void *tgi_grad_d_over(tg_tape *t, tgi_value *v);
 /* Gradient hand-off, for a backward whose VJP gives input x exactly y's gradient gy (add's operand
  * of the result's shape, a view): instead of a zero-filled buffer plus gx += gy, x's gradient on
  * `side` (TGI_ON_HOST or TGI_ON_DEV) becomes y's gradient buffer. Done (true) only when x is an op

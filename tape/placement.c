@@ -2,6 +2,8 @@
  * optimizer state; lazy copies between the sides (counted for explain); step scratch memory. */
 #include "internal.h"
 
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,20 +69,48 @@ static void *make_current(tg_tape *t, tgi_value *v, tgi_buf *b, int side) {
   return p;
 }
 
-void *tgi_read_h(tg_tape *t, tgi_value *v) {
-  if (!v->data.valid) {
-    tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
-    return NULL;
-  }
-  return make_current(t, v, &v->data, TGI_ON_HOST);
+const tgi_value *tgi_view_stale(const tg_tape *t, const tgi_value *v) {
+  if (!(v->flags & TGI_LEAF_VIEW)) return NULL;
+  const tgi_value *x = tgi_slot(t, v->base_slot);
+  return x->gen != v->base_gen || x->version != v->base_ver ? x : NULL;
 }
-void *tgi_read_d(tg_tape *t, tgi_value *v) {
-  if (!v->data.valid) {
-    tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
-    return NULL;
-  }
-  return make_current(t, v, &v->data, TGI_ON_DEV);
+
+void tgi_spent_describe(const tg_tape *t, const tgi_value *v, char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "value %lld (an intermediate of a fused op) was spent: a backward through that op wrote its gradient "
+           "over its storage, so a second backward through the same recording cannot run; record the forward "
+           "again (tg_tape_reset, then the ops) for another backward",
+           (long long)tgi_id_of(t, v));
 }
+
+void tgi_view_stale_describe(const tg_tape *t, const tgi_value *v, const tgi_value *x, char *buf, size_t cap) {
+  const char *kind = x->kind == TGI_PARAM ? "parameter" : "input";
+  snprintf(buf, cap,
+           "value %lld is a reshape of %s %lld and shares its storage, but that %s was rewritten after the "
+           "reshape (tg_tape_write, tg_tape_load or an optimizer step); reshape it again",
+           (long long)tgi_id_of(t, v), kind, (long long)tgi_id_of(t, x), kind);
+}
+
+/* Reads of a value: never before anything wrote it, never a leaf view whose leaf changed since,
+ * never a value whose storage holds its gradient. */
+static bool readable(tg_tape *t, tgi_value *v) {
+  if (!v->data.valid) return tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
+  if (v->flags & TGI_SPENT) {
+    char msg[TGI_MSG_CAP];
+    tgi_spent_describe(t, v, msg, sizeof msg);
+    return tgi_fail(t, TG_ERR_STATE, "%s", msg);
+  }
+  const tgi_value *x = tgi_view_stale(t, v);
+  if (x) {
+    char msg[TGI_MSG_CAP];
+    tgi_view_stale_describe(t, v, x, msg, sizeof msg);
+    return tgi_fail(t, TG_ERR_STATE, "%s", msg);
+  }
+  return true;
+}
+
+void *tgi_read_h(tg_tape *t, tgi_value *v) { return readable(t, v) ? make_current(t, v, &v->data, TGI_ON_HOST) : NULL; }
+void *tgi_read_d(tg_tape *t, tgi_value *v) { return readable(t, v) ? make_current(t, v, &v->data, TGI_ON_DEV) : NULL; }
 /* A write makes the written side the only current one and bumps the version (nodes that read the
  * old bytes must not run their backward on the new ones). */
 void *tgi_write_h(tg_tape *t, tgi_value *v) {
@@ -135,6 +165,38 @@ static void *grad_side(tg_tape *t, tgi_value *v, int side, bool *fresh) {
   v->has_grad = true;
   v->grad_zeroed = false;
   return p;
+}
+
+void *tgi_grad_d_base(tg_tape *t, tgi_value *v) {
+  /* anomaly mode checks each node's writes into its own inputs' gradients: no shortcut there */
+  while (!t->check_finite && v->producer >= 0) {
+    const tgi_node *n = &t->nodes[v->producer];
+    if (n->n_in != 1 || n->n_out != 1 || n->in[0] == UINT32_MAX) break;
+    tgi_value *x = tgi_in(t, n, 0);
+    if (!x->requires_grad || x->dtype != v->dtype || x->bytes != v->bytes || !x->data.d || x->data.d != v->data.d)
+      break;
+    v = x;
+  }
+  return grad_side(t, v, TGI_ON_DEV, NULL);
+}
+
+bool tgi_grad_over_ok(const tg_tape *t, const tgi_value *v) {
+  return !t->check_finite && v->kind == TGI_RESULT && v->requires_grad && !v->grad.valid && v->sweep_uses == 1 &&
+         !(v->flags & (TGI_LEAF_VIEW | TGI_BORROWED | TGI_SPENT)) && (v->data.valid & TGI_ON_DEV) && v->data.d;
+}
+
+void *tgi_grad_d_over(tg_tape *t, tgi_value *v) {
+  if (!tgi_grad_over_ok(t, v)) {
+    tgi_fail(t, TG_ERR_INTERNAL, "a gradient over a value's storage asked for where the rules do not allow it");
+    return NULL;
+  }
+  v->grad.d = v->data.d;
+  v->grad.valid = TGI_ON_DEV;
+  v->grad_lent |= TGI_ON_DEV;
+  v->has_grad = true;
+  v->grad_zeroed = false;
+  v->flags |= TGI_SPENT;
+  return v->grad.d;
 }
 
 void *tgi_grad_h(tg_tape *t, tgi_value *v) { return grad_side(t, v, TGI_ON_HOST, NULL); }

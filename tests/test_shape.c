@@ -586,3 +586,77 @@ Test(shape_cuda, integers_move_on_device) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+/* ------------------------------------------------------------ reshapes of leaves share storage
+ * A reshape of a parameter or input is a view: no copy, no device bytes; its gradient reaches the
+ * leaf; after the leaf is rewritten, reading the view or running a backward through it is
+ * TG_ERR_STATE (never the new bytes under the old name), in no-grad mode too. */
+
+static void leaf_view_case(tg_runtime *rt, tg_provider p) {
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, p, NULL);
+  const bool dev = p != TG_PROVIDER_HOST;
+  int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s6[1] = {6};
+  float P0[6] = {1, -2, 3, -4, 5, -6}, P1[6] = {7, 8, 9, 10, 11, 12}, W[6] = {0.5f, 1, 1.5f, 2, 2.5f, 3};
+  tg_id P = TG_NO_ID;
+  cr_assert_eq(tg_tape_parameter(t, TG_F32, 2, s23, P0, sizeof P0, 0, &P), TG_OK, "%s", tg_tape_error(t));
+  tg_id w = ts_input(t, TG_F32, 1, s6, W, 0);
+  double got[6], want[6];
+  if (dev) ts_read(t, tg_scale(t, P, 1.0), got, 6); /* P and w on the device before measuring */
+  if (dev) ts_read(t, tg_scale(t, w, 1.0), got, 6);
+  size_t before = 0, after = 0;
+  tg_runtime_memory(rt, &before, NULL);
+  tg_id y = tg_reshape(t, P, 2, s32), z = tg_reshape(t, y, 1, s6); /* a view of a view */
+  tg_runtime_memory(rt, &after, NULL);
+  cr_expect_eq(after, before, "%s: reshapes of a parameter took %zu device bytes", tg_provider_name(p), after - before);
+  ts_read(t, z, got, 6);
+  for (int i = 0; i < 6; i++)
+    want[i] = P0[i];
+  TS_EXPECT_CLOSE(got, want, 6, 0, 0);
+  /* its gradient reaches the parameter: d sum(z * w) / dP = w */
+  cr_assert_eq(tg_tape_backward(t, tg_sum(t, tg_mul(t, z, w))), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, P, got, 6);
+  for (int i = 0; i < 6; i++)
+    want[i] = W[i];
+  TS_EXPECT_CLOSE(got, want, 6, 0, 0);
+  /* the parameter rewritten: the views refuse to be read, and a backward through them */
+  tg_id loss = tg_sum(t, tg_mul(t, z, w));
+  cr_assert_eq(tg_tape_write(t, P, P1, sizeof P1), TG_OK, "%s", tg_tape_error(t));
+  float buf[6];
+  cr_expect_eq(tg_tape_read(t, y, buf, sizeof buf), TG_ERR_STATE);
+  cr_expect(strstr(tg_tape_error(t), "rewritten after the reshape") != NULL, "%s", tg_tape_error(t));
+  cr_expect_eq(tg_tape_read(t, z, buf, sizeof buf), TG_ERR_STATE);
+  cr_expect_eq(tg_tape_backward(t, loss), TG_ERR_STATE);
+  cr_expect(strstr(tg_tape_error(t), "shares the storage of parameter") != NULL, "%s", tg_tape_error(t));
+  /* a fresh reshape reads the new bytes */
+  ts_read(t, tg_reshape(t, P, 1, s6), got, 6);
+  for (int i = 0; i < 6; i++)
+    want[i] = P1[i];
+  TS_EXPECT_CLOSE(got, want, 6, 0, 0);
+  /* no-grad mode: no node, the same rule */
+  tg_tape_set_grad_enabled(t, 0, NULL);
+  tg_id v = tg_reshape(t, P, 2, s32);
+  ts_read(t, v, got, 6);
+  TS_EXPECT_CLOSE(got, want, 6, 0, 0);
+  cr_assert_eq(tg_tape_write(t, P, P0, sizeof P0), TG_OK, "%s", tg_tape_error(t));
+  cr_expect_eq(tg_tape_read(t, v, buf, sizeof buf), TG_ERR_STATE);
+  /* an input: the same */
+  tg_tape_set_grad_enabled(t, 1, NULL);
+  tg_id x = ts_input(t, TG_F32, 1, s6, P0, TG_REQUIRES_GRAD), xv = tg_reshape(t, x, 2, s23);
+  cr_assert_eq(tg_tape_write(t, x, P1, sizeof P1), TG_OK, "%s", tg_tape_error(t));
+  cr_expect_eq(tg_tape_read(t, xv, buf, sizeof buf), TG_ERR_STATE);
+  cr_expect(strstr(tg_tape_error(t), "is a reshape of input") != NULL, "%s", tg_tape_error(t));
+  tg_tape_destroy(t);
+}
+
+Test(shape, reshape_of_a_leaf_is_a_view) {
+  tg_runtime *rt = ts_host_runtime();
+  leaf_view_case(rt, TG_PROVIDER_HOST);
+  tg_runtime_destroy(rt);
+}
+
+Test(shape_cuda, reshape_of_a_leaf_is_a_view) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  leaf_view_case(rt, TG_PROVIDER_CUDA);
+  tg_runtime_destroy(rt);
+}

@@ -382,3 +382,74 @@ Test(tape, backward_with_output_gradient) {
   tg_tape_destroy(t);
   tg_runtime_destroy(rt);
 }
+
+/* tg_tape_backward_with seeds an op result from grad_y's own bytes (no copy, no gradient buffer of
+ * y's size): the gradients are those of a copy, y's gradient reads as grad_y, a second sweep with
+ * another grad_y sees only that one, and y may be its own output gradient. HOST and CUDA; on CUDA
+ * the sweep's new device bytes are x's gradient alone (n f32, over the arena's small-block limit). */
+static void seed_case(tg_runtime *rt, tg_provider p) {
+  enum { n = 100000 };
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, p, NULL);
+  int64_t sn[1] = {n};
+  float *x = malloc(n * sizeof *x), *g1 = malloc(n * sizeof *g1), *g2 = malloc(n * sizeof *g2);
+  double *got = malloc(n * sizeof *got), *want = malloc(n * sizeof *want);
+  ts_uniform_f32(x, n, 1, -2, 2);
+  ts_uniform_f32(g1, n, 2, -2, 2);
+  ts_uniform_f32(g2, n, 3, -2, 2);
+  tg_id xi = ts_input(t, TG_F32, 1, sn, x, TG_REQUIRES_GRAD);
+  tg_id y = tg_mul(t, xi, xi); /* dy/dx = 2x */
+  tg_id G1 = ts_input(t, TG_F32, 1, sn, g1, 0), G2 = ts_input(t, TG_F32, 1, sn, g2, 0);
+  if (p != TG_PROVIDER_HOST) { /* everything on the device before measuring */
+    ts_read(t, tg_scale(t, G1, 1), got, n);
+    ts_read(t, tg_scale(t, G2, 1), got, n);
+  }
+  size_t before = 0, after = 0;
+  tg_runtime_memory(rt, &before, NULL);
+  cr_assert_eq(tg_tape_backward_with(t, y, G1), TG_OK, "%s", tg_tape_error(t));
+  tg_runtime_memory(rt, &after, NULL);
+  if (p != TG_PROVIDER_HOST)
+    cr_expect_lt(after - before, (size_t)n * 4 * 3 / 2, "the sweep took %zu device bytes for x's %zu-byte gradient",
+                 after - before, (size_t)n * 4);
+  ts_read_grad(t, xi, got, n);
+  for (int i = 0; i < n; i++)
+    want[i] = 2.0 * x[i] * g1[i];
+  TS_EXPECT_CLOSE(got, want, n, 1e-6, 1e-6);
+  ts_read_grad(t, y, got, n);
+  for (int i = 0; i < n; i++)
+    want[i] = g1[i];
+  TS_EXPECT_CLOSE(got, want, n, 0, 0);
+  cr_assert_eq(tg_tape_backward_with(t, y, G2), TG_OK, "%s", tg_tape_error(t));
+  ts_read_grad(t, xi, got, n);
+  for (int i = 0; i < n; i++)
+    want[i] = 2.0 * x[i] * ((double)g1[i] + g2[i]);
+  TS_EXPECT_CLOSE(got, want, n, 1e-5, 1e-6);
+  ts_read_grad(t, y, got, n);
+  for (int i = 0; i < n; i++)
+    want[i] = g2[i];
+  TS_EXPECT_CLOSE(got, want, n, 0, 0);
+  ts_read(t, G1, got, n); /* grad_y's bytes are read, never written */
+  for (int i = 0; i < n; i++)
+    want[i] = g1[i];
+  TS_EXPECT_CLOSE(got, want, n, 0, 0);
+  cr_assert_eq(tg_tape_zero_grad(t), TG_OK, "%s", tg_tape_error(t));
+  cr_assert_eq(tg_tape_backward_with(t, y, y), TG_OK, "%s", tg_tape_error(t)); /* y as its own gradient */
+  ts_read_grad(t, xi, got, n);
+  for (int i = 0; i < n; i++)
+    want[i] = 2.0 * x[i] * ((double)x[i] * x[i]);
+  TS_EXPECT_CLOSE(got, want, n, 1e-5, 1e-6);
+  tg_tape_destroy(t);
+  free(x), free(g1), free(g2), free(got), free(want);
+}
+
+Test(tape, backward_with_reads_the_seed_in_place) {
+  tg_runtime *rt = ts_host_runtime();
+  seed_case(rt, TG_PROVIDER_HOST);
+  tg_runtime_destroy(rt);
+}
+
+Test(tape_cuda, backward_with_reads_the_seed_in_place) {
+  tg_runtime *rt = ts_cuda_runtime_or_skip();
+  seed_case(rt, TG_PROVIDER_CUDA);
+  tg_runtime_destroy(rt);
+}
