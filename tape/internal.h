@@ -176,7 +176,8 @@ typedef struct tgi_value {
  * (a version bump), after which reading it is an error (tgi_view_stale). */
 #define TGI_LEAF_VIEW 0x40000000u
 /* Internal bit of tgi_value.flags: an op result whose storage now holds its gradient
- * (tgi_grad_d_over); reading its data is an error until the tape is reset. */
+ * (tgi_grad_d_over); reading its data is an error until its op computes it again or the tape is
+ * reset. */
 #define TGI_SPENT 0x20000000u
 /* Frees what a value owns besides memory (its name); value_release calls it. */
 void tgi_value_free_name(tgi_value *v);
@@ -491,8 +492,9 @@ void *tgi_grad_d_base(tg_tape *t, tgi_value *v);
  * a leaf, not borrowed), no gradient yet in this sweep, this node the only one that adds into it
  * (sweep_uses == 1), anomaly mode off. tgi_grad_over_ok says whether those hold; tgi_grad_d_over
  * then makes v's device gradient v's device data (lent, forgotten when the next sweep starts) and
- * marks v spent (TGI_SPENT): a later read of v, e.g. a second backward through the node, is
- * TG_ERR_STATE naming `op`. Saves v's size in gradient memory. Returns the buffer (v's data). */
+ * marks v spent (TGI_SPENT): a later read of v is TG_ERR_STATE until the node computes v again and
+ * clears the flag (its next sweep: ops/edge_attention.c, tgi_matmul_redo). Saves v's size in
+ * gradient memory. Returns the buffer (v's data). */
 bool tgi_grad_over_ok(const tg_tape *t, const tgi_value *v);
 void *tgi_grad_d_over(tg_tape *t, tgi_value *v);
 /* Gradient hand-off, for a backward whose VJP gives input x exactly y's gradient gy (add's operand

@@ -77,9 +77,9 @@ const tgi_value *tgi_view_stale(const tg_tape *t, const tgi_value *v) {
 
 void tgi_spent_describe(const tg_tape *t, const tgi_value *v, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "value %lld (an intermediate of a fused op) was spent: a backward through that op wrote its gradient "
-           "over its storage, so a second backward through the same recording cannot run; record the forward "
-           "again (tg_tape_reset, then the ops) for another backward",
+           "value %lld (an intermediate of a fused op) holds its gradient: a backward through that op wrote the "
+           "gradient over its storage (the op was its last reader), so its data cannot be read until that op's "
+           "next backward computes it again or the tape is reset",
            (long long)tgi_id_of(t, v));
 }
 
