@@ -124,6 +124,80 @@ __global__ void __launch_bounds__(kFoldThreads)
   }
 }
 
+// The fold's backward at hid 16 (the only size ops/edge_attention.c folds), streaming. A block is
+// kUf16Dims groups of 64 threads, group d for position coordinate d; thread (d, j) takes node
+// n = 64 c + j for the block's chunks c (grid-stride over a fixed grid, so the partials' order does
+// not depend on the device): it reads dU[n] and dV[n] as float4s (the d groups share the rows
+// through L1) and ps[n, d], pd[n, d], adds dU[n] . wp[d, :] into gps[n, d] and subtracts
+// dV[n] . wp[d, :] from gpd[n, d] (one thread both sides, so gps == gpd is safe), and keeps f64
+// sums of ps[n, d] dU[n, k] - pd[n, d] dV[n, k] for its d and every k; the block sums them in a
+// fixed order (warp butterflies, then the group's two warps) into part[b, d, k]. (k_unfold above
+// staged tiles of 256 nodes in shared memory with a node range per block: 37 / 75 us at 100k /
+// 400k, ncu cold; a thread per node with all 48 f64 sums ran at 202 registers, 20 / 43 us.) 80
+// registers: 4 blocks a SM, the 512 blocks in one wave.
+constexpr int kUf16Blocks = 512, kUfHid = 16, kUfNodes = 64, kUf16Threads = kMaxFoldDim * kUfNodes;
+__global__ void __launch_bounds__(kUf16Threads, 4)
+    k_unfold16(int64_t nk, int64_t nq, int dim, const float *dU, const float *dV, const float *ps, const float *pd,
+               const float *wp, float *gps, float *gpd, double *part) {
+  __shared__ double red[kUf16Threads / 32][kUfHid];
+  __shared__ float wsm[kMaxFoldDim][kUfHid];
+  const int d = (int)threadIdx.x / kUfNodes, jn = (int)threadIdx.x % kUfNodes; // d: warp-uniform
+  if (jn < kUfHid) wsm[d][jn] = wp && d < dim ? wp[d * kUfHid + jn] : 0.f;
+  __syncthreads();
+  const float *w = wsm[d];
+  double acc[kUfHid];
+#pragma unroll
+  for (int k = 0; k < kUfHid; ++k)
+    acc[k] = 0.0;
+  const int64_t nmax = nk > nq ? nk : nq, stride = (int64_t)kUf16Blocks * kUfNodes;
+  for (int64_t n = (int64_t)blockIdx.x * kUfNodes + jn; d < dim && n < nmax; n += stride) {
+    float x[2] = {0.f, 0.f};
+#pragma unroll
+    for (int side = 0; side < 2; ++side) {
+      const float *g = side ? dV : dU, *pp = side ? pd : ps;
+      if (!g || n >= (side ? nq : nk)) continue;
+      float r[kUfHid];
+#pragma unroll
+      for (int k = 0; k < kUfHid; k += 4) {
+        const float4 v = *reinterpret_cast<const float4 *>(g + n * kUfHid + k);
+        r[k] = v.x, r[k + 1] = v.y, r[k + 2] = v.z, r[k + 3] = v.w;
+      }
+      const double p = part ? (double)pp[n * dim + d] : 0.0;
+#pragma unroll
+      for (int k = 0; k < kUfHid; ++k) {
+        x[side] = fmaf(w[k], r[k], x[side]);
+        acc[k] = side ? fma(-p, (double)r[k], acc[k]) : fma(p, (double)r[k], acc[k]);
+      }
+    }
+    const bool ws = gps && n < nk && dU, wd = gpd && n < nq && dV;
+    const int64_t o = n * dim + d;
+    if (ws && wd && gps == gpd) // one position value on both sides
+      gps[o] = gps[o] - x[1] + x[0];
+    else {
+      if (wd) gpd[o] -= x[1];
+      if (ws) gps[o] += x[0];
+    }
+  }
+  if (!part) return; // grid-uniform
+  const int wid = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
+#pragma unroll
+  for (int k = 0; k < kUfHid; ++k) {
+    double v = acc[k];
+    for (int o = 16; o; o >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) red[wid][k] = v;
+  }
+  __syncthreads();
+  const int t = (int)threadIdx.x, P = dim * kUfHid, wpg = kUfNodes / 32;
+  if (t < P) {
+    const int dd = t / kUfHid, k = t % kUfHid;
+    double a = 0.0;
+    for (int r = 0; r < wpg; ++r)
+      a += red[dd * wpg + r][k];
+    part[(int64_t)blockIdx.x * P + t] = a;
+  }
+}
+
 // gwp[t] += sum_b part[b, t]: a warp per t, lane l sums b = l, l + 32, ... then a fixed butterfly.
 __global__ void k_unfold_wsum(int nparts, int nt, const double *part, float *gwp) {
   const int t = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = (int)threadIdx.x & 31;
@@ -193,12 +267,19 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
     tgc_set_error("cuda_edge_unfold: hid %d above the %d its tiles hold", hid, kMaxUnfoldHid);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  const size_t smem = sizeof(float) * (size_t)kTile * (size_t)(hid + 1 + kMaxFoldDim);
-  k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, dU, dV, ps, pd, wp, gps, gpd, part);
+  // hid 16 with float4-aligned rows: the streaming kernel (its 256 partial sets fit the workspace
+  // sized for k_unfold's 2048)
+  const bool fast = hid == kUfHid && tgc_aligned(dU, 16) && tgc_aligned(dV, 16);
+  if (fast) {
+    k_unfold16<<<kUf16Blocks, kUf16Threads, 0, s>>>(nk, nq, dim, dU, dV, ps, pd, wp, gps, gpd, part);
+  } else {
+    const size_t smem = sizeof(float) * (size_t)kTile * (size_t)(hid + 1 + kMaxFoldDim);
+    k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, dU, dV, ps, pd, wp, gps, gpd, part);
+  }
   TGC_LAUNCHED("edge_attention_unfold");
   if (wgrad) {
     const int nt = dim * hid;
-    k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kUnfoldBlocks, nt, part, gwp);
+    k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(fast ? kUf16Blocks : kUnfoldBlocks, nt, part, gwp);
     TGC_LAUNCHED("edge_attention_unfold_wsum");
   }
   return TG_OK;

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Session 12, call 4: the streaming unfold at hid 16 (k_unfold16). test_edge_attention; memcheck and
+# racecheck on its CUDA tests; bench_edge_ops --check; ncu per-kernel time at 100k / 400k (H 1,
+# H 4); the step at 100k / 400k. Carry ["gpu-carry"].
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1
+R=$PWD/build-gpu-run
+export LD_LIBRARY_PATH="$R/rt:$R:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+o=$OUT/logs; mkdir -p $o
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+END=${END_S:-400}
+tl() { local l=$((END - SECONDS)); [ $l -gt $1 ] && l=$1; [ $l -lt 5 ] && l=1; echo $l; }
+pack() { tar czf $OUT/logs.tgz -C $OUT logs; }
+(cd $R/tests && timeout $(tl 150) ./test_edge_attention --jobs 4 > $o/test_ea.log 2>&1; echo "test_edge_attention rc=$? $(grep -h Synthesis $o/test_ea.log | tail -1)")
+grep -h -B2 -A6 "Assertion Failed\|\[FAIL\]" $o/test_ea.log | head -30
+(cd $R/tests
+for tool in memcheck racecheck; do
+  extra=""; [ $tool = memcheck ] && extra="--leak-check full"
+  timeout $(tl 120) compute-sanitizer --tool $tool $extra --show-backtrace no --print-limit 20 --error-exitcode 99 ./test_edge_attention --jobs 1 --filter 'edge_attention_cuda/*' > $o/${tool}_ea.log 2>&1
+  echo "$tool test_edge_attention (CUDA tests) rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' $o/${tool}_ea.log | tail -1) $(grep -h Synthesis $o/${tool}_ea.log | tail -1)"
+done)
+echo "elapsed ${SECONDS}s"; pack
+D=/tmp/s12d; mkdir -p $D
+timeout $(tl 120) python3 bench/edge_attention_torch.py --sizes 2k,100k,400k --no-compile --dump $D > $o/ea_torch.log 2>&1; echo "edge_attention_torch (eager) rc=$?"
+B=$R/bench/bench_edge_ops
+timeout $(tl 30) $B --check $D > $o/ea_check.log 2>&1; echo "bench_edge_ops --check rc=$? $(tail -1 $o/ea_check.log)"
+for s in 100k 400k; do
+  timeout $(tl 40) $B --graph $D/radius_$s.bin --providers fused > $o/ea_ops_$s.log 2>&1; echo "bench_edge_ops $s rc=$?"; grep -v '^{' $o/ea_ops_$s.log | grep fused
+done
+for s in 100k 400k; do for k in 0 2; do
+  timeout $(tl 60) ncu --metrics gpu__time_duration.sum --csv $B --graph $D/radius_$s.bin --providers fused --only $k --reps 2 --warmup 0 > $o/ncu_${s}_$k.csv 2> $o/ncu_${s}_$k.err
+  echo "ncu $s cfg $k rc=$?: us per step:" $(python3 -c "
+import csv,sys,collections
+rows=[r for r in csv.reader(open(sys.argv[1])) if len(r)>10]; h=rows[0]; ki=h.index('Kernel Name'); vi=h.index('Metric Value'); ui=h.index('Metric Unit')
+t=collections.defaultdict(float); c=collections.Counter()
+for r in rows[1:]:
+    v=float(r[vi].replace(',','')); v=v/1e3 if r[ui] in ('ns','nsecond') else v
+    k=r[ki].split('(')[0].split('::')[-1].split('<')[0][:24]; t[k]+=v; c[k]+=1
+n=max([c[k] for k in c if k.startswith('k_fwd')] or [1])
+print(' '.join(f'{k} {t[k]/n:.1f}' for k in sorted(t, key=lambda k:-t[k])[:14]), f'| total {sum(t.values())/n:.1f}')
+" $o/ncu_${s}_$k.csv)
+done; done
+echo "elapsed ${SECONDS}s"; pack
