@@ -110,7 +110,7 @@ tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid,
 /* Bytes of scratch cuda_edge_unfold needs for gwp (f64 partials). */
 size_t cuda_edge_unfold_workspace(int dim, int hid);
 /* The fold's backward from dU, dV (the gradients of the folded U, V; either may be NULL: zero;
- * hid <= 32):
+ * hid 16, the size ops/edge_attention.c folds; dU, dV 16-byte aligned):
  *   gps[j, d] += sum_k wp[d, k] dU[j, k],   gpd[i, d] -= sum_k wp[d, k] dV[i, k],
  *   gwp[d, k] += sum_j ps[j, d] dU[j, k] - sum_i pd[i, d] dV[i, k]   (f64 partials, fixed order)
  * gps, gpd, gwp NULL = not wanted; gps == gpd is allowed (one position value on both sides). */

@@ -8,7 +8,6 @@
 namespace {
 
 constexpr int kFoldThreads = 256;
-constexpr int kUnfoldBlocks = 2048; // fixed: the partials' order does not depend on the device
 constexpr int kMaxFoldDim = 3, kMaxFoldHid = 128;
 
 // U[j, k] += sum_d wp[d, k] ps[j, d] (rows j < nk), then V[i, k] -= sum_d wp[d, k] pd[i, d] (rows
@@ -44,86 +43,6 @@ __global__ void k_fold(int64_t nk, int64_t nq, int dim, int hid, float *U, float
   *x = v;
 }
 
-// The fold's backward in one pass over dU and dV. Block b owns a fixed contiguous node range (the
-// grid is fixed: the partials' order does not depend on the device) and walks it in tiles of kTile
-// nodes (a node per thread); per side the tile's rows are staged in shared memory (coalesced), then
-//   positions: thread n: xs[d] = sum_k wp[d, k] dU[n, k], xd[d] = the same of dV[n]; gps[n] += xs,
-//     gpd[n] -= xd at the tile's end (one thread both sides, so gps == gpd is safe);
-//   wp: thread (slice, pair (d, k)) sums ps[n, d] dU[n, k] - pd[n, d] dV[n, k] over the tile's nodes
-//     slice, slice + NS, ... (NS = kFoldThreads / (dim hid) slices) in f64 (the two sums are of |pos|
-//     size and cancel to |ps - pd| size); the slices are summed in order into part[b, d, k] at the end.
-// (Session 9's version staged 64 nodes and had 64 threads do the positions and 48 the wp sums per
-// tile, the rest waiting at barriers: 147-155 us at 400k nodes against ~40 us now, ncu cold.)
-constexpr int kTile = kFoldThreads, kMaxUnfoldHid = 32;
-__global__ void __launch_bounds__(kFoldThreads)
-    k_unfold(int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV, const float *ps,
-             const float *pd, const float *wp, float *gps, float *gpd, double *part) {
-  extern __shared__ float sm[]; // [kTile][hid + 1] rows, then [kTile][kMaxFoldDim] positions
-  __shared__ float w[kMaxFoldDim * kMaxUnfoldHid];
-  __shared__ double red[kFoldThreads];
-  float *rows = sm, *pos = sm + kTile * (hid + 1);
-  for (int t = threadIdx.x; t < dim * hid; t += blockDim.x)
-    w[t] = wp ? wp[t] : 0.f;
-  const int64_t nmax = nk > nq ? nk : nq, per = (nmax + gridDim.x - 1) / gridDim.x;
-  const int64_t n0 = (int64_t)blockIdx.x * per, n1 = n0 + per < nmax ? n0 + per : nmax;
-  const int P = dim * hid, NS = kFoldThreads / P, sl = (int)threadIdx.x / P, tp = (int)threadIdx.x % P;
-  const int pd_ = tp / hid, pk = tp % hid, tid = (int)threadIdx.x;
-  double acc = 0.0;
-  for (int64_t t0 = n0; t0 < n1; t0 += kTile) {
-    const int tn = (int)(n1 - t0 < kTile ? n1 - t0 : kTile);
-    float x[2][kMaxFoldDim] = {{0.f, 0.f, 0.f}, {0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int side = 0; side < 2; ++side) {
-      const float *g = side ? dV : dU, *p = side ? pd : ps;
-      const int64_t lim = side ? nq : nk;
-      const int valid = g ? (int)(lim - t0 < tn ? (lim - t0 > 0 ? lim - t0 : 0) : tn) : 0;
-      __syncthreads(); // w is loaded; the previous side's readers are done
-      for (int e = tid; e < tn * hid; e += kFoldThreads) {
-        const int n = e / hid;
-        rows[n * (hid + 1) + (e - n * hid)] = n < valid ? g[t0 * hid + e] : 0.f;
-      }
-      for (int e = tid; e < tn * dim; e += kFoldThreads)
-        pos[e] = part && p && e / dim < valid ? p[t0 * dim + e] : 0.f;
-      __syncthreads();
-      if (tid < valid && (side ? gpd : gps))
-        for (int k = 0; k < hid; ++k) {
-          const float v = rows[tid * (hid + 1) + k];
-#pragma unroll
-          for (int d = 0; d < kMaxFoldDim; ++d)
-            if (d < dim) x[side][d] = fmaf(w[d * hid + k], v, x[side][d]);
-        }
-      if (part && sl < NS)
-        for (int m = sl; m < valid; m += NS) {
-          const double v = (double)pos[m * dim + pd_] * (double)rows[m * (hid + 1) + pk];
-          acc = side ? acc - v : acc + v;
-        }
-    }
-    const int64_t n = t0 + tid;
-    if (tid < tn) {
-      const bool ws = gps && n < nk && dU, wd = gpd && n < nq && dV;
-#pragma unroll
-      for (int d = 0; d < kMaxFoldDim; ++d) {
-        if (d >= dim) break;
-        if (ws && wd && gps == gpd) { // one position value on both sides
-          gps[n * dim + d] = gps[n * dim + d] - x[1][d] + x[0][d];
-          continue;
-        }
-        if (wd) gpd[n * dim + d] -= x[1][d];
-        if (ws) gps[n * dim + d] += x[0][d];
-      }
-    }
-  }
-  if (!part) return;
-  red[tid] = sl < NS ? acc : 0.0;
-  __syncthreads();
-  if (tid < P) {
-    double a = red[tid];
-    for (int z = 1; z < NS; ++z)
-      a += red[z * P + tid];
-    part[(int64_t)blockIdx.x * P + tid] = a;
-  }
-}
-
 // The fold's backward at hid 16 (the only size ops/edge_attention.c folds), streaming. A block is
 // kUf16Dims groups of 64 threads, group d for position coordinate d; thread (d, j) takes node
 // n = 64 c + j for the block's chunks c (grid-stride over a fixed grid, so the partials' order does
@@ -131,10 +50,10 @@ __global__ void __launch_bounds__(kFoldThreads)
 // through L1) and ps[n, d], pd[n, d], adds dU[n] . wp[d, :] into gps[n, d] and subtracts
 // dV[n] . wp[d, :] from gpd[n, d] (one thread both sides, so gps == gpd is safe), and keeps f64
 // sums of ps[n, d] dU[n, k] - pd[n, d] dV[n, k] for its d and every k; the block sums them in a
-// fixed order (warp butterflies, then the group's two warps) into part[b, d, k]. (k_unfold above
-// staged tiles of 256 nodes in shared memory with a node range per block: 37 / 75 us at 100k /
-// 400k, ncu cold; a thread per node with all 48 f64 sums ran at 202 registers, 20 / 43 us.) 80
-// registers: 4 blocks a SM, the 512 blocks in one wave.
+// fixed order (warp butterflies, then the group's two warps) into part[b, d, k]. 80 registers: 4
+// blocks a SM, the 512 blocks in one wave. (Session 11's kernel staged tiles of 256 nodes in shared
+// memory with a node range per block, any hid <= 32: 37 / 75 us at 100k / 400k, ncu cold, against
+// 16 / 40 now; a thread per node with all 48 f64 sums ran at 202 registers, 20 / 43 us.)
 constexpr int kUf16Blocks = 512, kUfHid = 16, kUfNodes = 64, kUf16Threads = kMaxFoldDim * kUfNodes;
 __global__ void __launch_bounds__(kUf16Threads, 4)
     k_unfold16(int64_t nk, int64_t nq, int dim, const float *dU, const float *dV, const float *ps, const float *pd,
@@ -243,13 +162,17 @@ tg_status cuda_edge_fold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid,
 }
 
 size_t cuda_edge_unfold_workspace(int dim, int hid) {
-  return (size_t)kUnfoldBlocks * (size_t)(dim > 0 ? dim : 0) * (size_t)(hid > 0 ? hid : 0) * sizeof(double);
+  return (size_t)kUf16Blocks * (size_t)(dim > 0 ? dim : 0) * (size_t)(hid > 0 ? hid : 0) * sizeof(double);
 }
 
 tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV,
                            const float *ps, const float *pd, const float *wp, float *gps, float *gpd, float *gwp,
                            void *ws, size_t ws_bytes) {
   if (!fold_sizes_ok("cuda_edge_unfold", nk, nq, dim, hid)) return TG_ERR_INVALID_ARGUMENT;
+  if (hid != kUfHid || !tgc_aligned(dU, 16) || !tgc_aligned(dV, 16)) {
+    tgc_set_error("cuda_edge_unfold: hid %d (16 only) or dU / dV not 16-byte aligned", hid);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
   if (((gps || gpd) && !wp) || (gwp && (!ps || !pd)) || (gps && !dU) || (gpd && !dV)) {
     tgc_set_error("cuda_edge_unfold: a wanted gradient lacks its inputs (dU / dV, ps / pd, wp)");
     return TG_ERR_INVALID_ARGUMENT;
@@ -263,23 +186,11 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
   }
   if (nmax == 0 || (!gps && !gpd && !wgrad)) return TG_OK;
   double *part = wgrad ? static_cast<double *>(ws) : nullptr;
-  if (hid > kMaxUnfoldHid) {
-    tgc_set_error("cuda_edge_unfold: hid %d above the %d its tiles hold", hid, kMaxUnfoldHid);
-    return TG_ERR_INVALID_ARGUMENT;
-  }
-  // hid 16 with float4-aligned rows: the streaming kernel (its 256 partial sets fit the workspace
-  // sized for k_unfold's 2048)
-  const bool fast = hid == kUfHid && tgc_aligned(dU, 16) && tgc_aligned(dV, 16);
-  if (fast) {
-    k_unfold16<<<kUf16Blocks, kUf16Threads, 0, s>>>(nk, nq, dim, dU, dV, ps, pd, wp, gps, gpd, part);
-  } else {
-    const size_t smem = sizeof(float) * (size_t)kTile * (size_t)(hid + 1 + kMaxFoldDim);
-    k_unfold<<<kUnfoldBlocks, kFoldThreads, smem, s>>>(nk, nq, dim, hid, dU, dV, ps, pd, wp, gps, gpd, part);
-  }
+  k_unfold16<<<kUf16Blocks, kUf16Threads, 0, s>>>(nk, nq, dim, dU, dV, ps, pd, wp, gps, gpd, part);
   TGC_LAUNCHED("edge_attention_unfold");
   if (wgrad) {
     const int nt = dim * hid;
-    k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(fast ? kUf16Blocks : kUnfoldBlocks, nt, part, gwp);
+    k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kUf16Blocks, nt, part, gwp);
     TGC_LAUNCHED("edge_attention_unfold_wsum");
   }
   return TG_OK;
