@@ -109,7 +109,8 @@ def embedding(table: Value, ids: Operand) -> Value:
 
 
 def reshape(x: Value, *shape: Any) -> Value:
-    """Same elements, new shape (one entry may be -1)."""
+    """Same elements, new shape (one entry may be -1). No copy: of a parameter or an input it is a
+    view, which raises once that leaf is rewritten (write, load, an optimizer step); reshape again."""
     if len(shape) == 1 and not isinstance(shape[0], int):
         shape = tuple(shape[0])
     ndim, shp = _shape_arg(shape)
