@@ -232,8 +232,8 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
 #ifdef TIGA_HAVE_CUDA
   /* dU over U: U = x_src . w1_src is this call's own product, read by this node alone, and the
    * lane and slice kernels read U[j] last in the pass over source j, which then writes dU[j]; so
-   * U's storage takes its gradient (tgi_grad_d_over: one [Nk, hid] buffer less; a second backward
-   * through this recording is then TG_ERR_STATE, as PyTorch's without retain_graph) */
+   * U's storage takes its gradient (tgi_grad_d_over: one [Nk, hid] buffer less; a second sweep
+   * through this recording computes U again first, ea_redo_U) */
   tgi_value *U = in_of(t, n, es, IN_U);
   if (U && (U->flags & TGI_SPENT) && !ea_redo_U(t, n, es, U)) return t->status; /* a second sweep */
   bool over = U && tgi_grad_over_ok(t, U);
