@@ -19,7 +19,10 @@
  *                  edge features, H in {1, 2, 4}, H * F a multiple of 8, runs the slice kernels
  *                  (8 lanes an edge, cuda/edge_attention_sl.cu); TIGA_EA_SLICE=0 turns them off.
  *                  Rows and sources go to the kernels in the relation's locality order when the
- *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on).
+ *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Backward memory:
+ *                  the lane and slice kernels write dU over U (U's last reader; a second sweep
+ *                  computes U again), and the values' gradient goes into the gradient of the value
+ *                  `values` is a reshape of (tgi_grad_d_base).
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
