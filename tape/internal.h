@@ -339,10 +339,9 @@ static inline void tgi_value_bump_version(tgi_value *v) { v->version++; }
 /* A leaf view (TGI_LEAF_VIEW) whose leaf was rewritten (or released) since the view was taken: the
  * leaf (the view's bytes are no longer the ones it was taken with), else NULL. */
 const tgi_value *tgi_view_stale(const tg_tape *t, const tgi_value *v);
-/* The message for reading v, a spent value (TGI_SPENT), into buf. */
-void tgi_spent_describe(const tg_tape *t, const tgi_value *v, char *buf, size_t cap);
-/* The message for reading v, a view of the rewritten leaf x (tgi_view_stale), into buf. */
-void tgi_view_stale_describe(const tg_tape *t, const tgi_value *v, const tgi_value *x, char *buf, size_t cap);
+/* Whether v's data may not be read: v is spent (TGI_SPENT) or a leaf view whose leaf was rewritten
+ * (tgi_view_stale); then true with the reason written into buf (tgi_read_h / _d, tg_tape_read). */
+bool tgi_data_unreadable(const tg_tape *t, const tgi_value *v, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ anomaly mode (tape/finite.c) */
 

@@ -75,37 +75,31 @@ const tgi_value *tgi_view_stale(const tg_tape *t, const tgi_value *v) {
   return x->gen != v->base_gen || x->version != v->base_ver ? x : NULL;
 }
 
-void tgi_spent_describe(const tg_tape *t, const tgi_value *v, char *buf, size_t cap) {
-  snprintf(buf, cap,
-           "value %lld (an intermediate of a fused op) holds its gradient: a backward through that op wrote the "
-           "gradient over its storage (the op was its last reader), so its data cannot be read until that op's "
-           "next backward computes it again or the tape is reset",
-           (long long)tgi_id_of(t, v));
-}
-
-void tgi_view_stale_describe(const tg_tape *t, const tgi_value *v, const tgi_value *x, char *buf, size_t cap) {
+bool tgi_data_unreadable(const tg_tape *t, const tgi_value *v, char *buf, size_t cap) {
+  if (v->flags & TGI_SPENT) {
+    snprintf(buf, cap,
+             "value %lld (an intermediate of a fused op) holds its gradient: a backward through that op wrote the "
+             "gradient over its storage (the op was its last reader), so its data cannot be read until that op's "
+             "next backward computes it again or the tape is reset",
+             (long long)tgi_id_of(t, v));
+    return true;
+  }
+  const tgi_value *x = tgi_view_stale(t, v);
+  if (!x) return false;
   const char *kind = x->kind == TGI_PARAM ? "parameter" : "input";
   snprintf(buf, cap,
            "value %lld is a reshape of %s %lld and shares its storage, but that %s was rewritten after the "
            "reshape (tg_tape_write, tg_tape_load or an optimizer step); reshape it again",
            (long long)tgi_id_of(t, v), kind, (long long)tgi_id_of(t, x), kind);
+  return true;
 }
 
-/* Reads of a value: never before anything wrote it, never a leaf view whose leaf changed since,
- * never a value whose storage holds its gradient. */
+/* Reads of a value: never before anything wrote it, never one whose bytes are not its own any more
+ * (tgi_data_unreadable). */
 static bool readable(tg_tape *t, tgi_value *v) {
   if (!v->data.valid) return tgi_fail(t, TG_ERR_INTERNAL, "a value was read before anything wrote it");
-  if (v->flags & TGI_SPENT) {
-    char msg[TGI_MSG_CAP];
-    tgi_spent_describe(t, v, msg, sizeof msg);
-    return tgi_fail(t, TG_ERR_STATE, "%s", msg);
-  }
-  const tgi_value *x = tgi_view_stale(t, v);
-  if (x) {
-    char msg[TGI_MSG_CAP];
-    tgi_view_stale_describe(t, v, x, msg, sizeof msg);
-    return tgi_fail(t, TG_ERR_STATE, "%s", msg);
-  }
+  char msg[TGI_MSG_CAP];
+  if (tgi_data_unreadable(t, v, msg, sizeof msg)) return tgi_fail(t, TG_ERR_STATE, "%s", msg);
   return true;
 }
 

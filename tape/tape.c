@@ -518,17 +518,8 @@ static tg_status read_common(tg_tape *t, const char *fn, tg_id id, void *dst, si
                      (long long)v->numel, tg_dtype_name((tg_dtype)v->dtype), v->bytes);
   if (!grad && !v->data.valid)
     return tgi_error(t, TG_ERR_STATE, "%s: value %lld has no data (its op failed)", fn, (long long)id);
-  if (!grad && (v->flags & TGI_SPENT)) {
-    char msg[TGI_MSG_CAP];
-    tgi_spent_describe(t, v, msg, sizeof msg);
-    return tgi_error(t, TG_ERR_STATE, "%s: %s", fn, msg);
-  }
-  const tgi_value *leaf = grad ? NULL : tgi_view_stale(t, v);
-  if (leaf) {
-    char msg[TGI_MSG_CAP];
-    tgi_view_stale_describe(t, v, leaf, msg, sizeof msg);
-    return tgi_error(t, TG_ERR_STATE, "%s: %s", fn, msg);
-  }
+  char why[TGI_MSG_CAP];
+  if (!grad && tgi_data_unreadable(t, v, why, sizeof why)) return tgi_error(t, TG_ERR_STATE, "%s: %s", fn, why);
   return copy_out(t, fn, grad ? &v->grad : &v->data, dst, bytes);
 }
 
