@@ -95,7 +95,8 @@ template <int H, int HF> struct LnI {
   float2 ld[H];
 };
 
-template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 3 : 2) k_fwd_ln(const Args a) {
+// MB: the minimum resident blocks a SM the registers are capped for (LnFwd::go picks it).
+template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB) k_fwd_ln(const Args a) {
   constexpr int HF = H * F;
   __shared__ LnW<H> w;
   load_lnw<H>(w, a);
@@ -379,9 +380,20 @@ int lanes_ln(const tgc_edge_attn *ea, int64_t n) {
 static unsigned ln_blocks(int64_t n, int G) { return (unsigned)((n * G + kLnThreads - 1) / kLnThreads); }
 
 // K::go<H, F> launches one kernel family's instance for the call's (H, F).
+// The forward's register cap: 3 blocks a SM at H 1 (80 registers), 2 at H > 1 (128; k_fwd_ln<4, 2>
+// spills 224 B there), except k_fwd_ln<4, 2> below 2^18 rows: one block (180 registers, no spill).
+// Measured (run_s12g.sh, step ms two blocks / one): 100k H 4 0.457 / 0.423 and 0.452 / 0.410; 400k
+// 1.569 / 1.583 and 1.550 / 1.610 — where the gathered rows stay in L2 the spills cost more than
+// the occupancy gains; at 400k the misses want the second block.
 struct LnFwd {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_fwd_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+    if constexpr (H == 4 && F == 2) {
+      if (a.nq < ((int64_t)1 << 18)) {
+        k_fwd_ln<H, F, 1><<<b, kLnThreads, 0, s>>>(a);
+        return;
+      }
+    }
+    k_fwd_ln<H, F, H == 1 ? 3 : 2><<<b, kLnThreads, 0, s>>>(a);
   }
 };
 struct LnDst {
