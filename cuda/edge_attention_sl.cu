@@ -118,7 +118,7 @@ __device__ __forceinline__ void sl_edge(const Args &a, const SlW<H, UL> &w, cons
   sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
 }
 
-template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_fwd_sl(const Args a) {
+template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.lanes;
@@ -166,7 +166,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
   st_n<FQ>(static_cast<float *>(a.out) + i * HF + k * FQ, acc);
 }
 
-template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_dst_sl(const Args a) {
+template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   __shared__ float red[kSlThreads / 32][(kMaxDim + 1 + H) * kSlHid + H];
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
@@ -329,7 +329,7 @@ template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_
   }
 }
 
-template <int H, int S, int FQ> __global__ void __launch_bounds__(kSlThreads) k_src_sl(const Args a) {
+template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.slanes;
@@ -476,19 +476,34 @@ static unsigned sl_blocks(int64_t n, int S, int G) {
   return (unsigned)(((int64_t)S * n * G + kSlThreads - 1) / kSlThreads);
 }
 
+// Minimum resident blocks a SM (of 128 threads), the register cap of each kernel: 5 for the
+// forward at H 1 (96 registers), 4 at H 2, 4 (128), 2 for the destination pass (up to 255), 3 for
+// the source pass (168) — the occupancy the kernels reach uncapped (an explicit cap of 1 block lets
+// ptxas take more registers: k_src_sl<4, 8, 8> 168 -> 178 and k_fwd_sl<4, 8, 8> 128 -> 134, one
+// block less each, and the hidden-64 H 4 step at 400k 5.68 -> 6.52 ms, run_s13b.sh) — except at
+// H 1, FQ 8 (H F 64): 3 for the destination pass (168 registers, no spill) and 4 for the source
+// pass (128, 24 B spilled). Measured there (run_s13c.sh, hidden-64 H 1 step ms, uncapped occupancy /
+// these, two rounds): 100k 1.293 / 1.135 and 1.304 / 1.139, 400k 4.737 / 4.107 and 4.750 / 4.101.
+// At H 4 the same caps spill 408 / 156 B and the step is 14 % slower (6.575 against 5.747 ms at
+// 400k). Tried at H 4 and not kept (bench/NOTES.md, session 13): the weights in shared memory
+// (ptxas: k_dst_sl<4, 8, 8> 250 -> 236 registers, still two blocks), 16 lanes an edge in the
+// backward passes (slower), cp.async-staged gathers (10-40 % slower per pass).
+template <int H, int FQ> constexpr int sl_min_blocks(int pass) {
+  return pass == 0 ? (H == 1 ? 5 : 4) : pass == 1 ? (H == 1 && FQ == 8 ? 3 : 2) : (H == 1 && FQ == 8 ? 4 : 3);
+}
 struct SlFwd {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_fwd_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+    k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0)><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlDst {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_dst_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+    k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1)><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlSrc {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_src_sl<H, S, FQ><<<b, kSlThreads, 0, s>>>(a);
+    k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2)><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 template <class K> static tg_status launch_sl(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 13, call 5 (the submission's numbers; device time short, so the order is by need): the
+# submitted build (k_fwd_ln<4, 2> at one block below 2^18 rows, run_s13a.sh; the H 1 FQ 8 register
+# caps of the slice kernels). test_edge_attention; memcheck and racecheck on its CUDA tests; beside
+# PyTorch (eager, torch.compile) on 2k (fixtures), 100k, 400k: bench_edge_ops every config and
+# --check; the point-cloud step at 400k (tiga's side); then the GPU suite with the time left.
+# Carry ["gpu-carry"].
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1
+R=$PWD/build-gpu-run
+export LD_LIBRARY_PATH="$R/rt:$R:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+o=$OUT/logs; mkdir -p $o
+nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
+END=${END_S:-330}
+tl() { local l=$((END - SECONDS)); [ $l -gt $1 ] && l=$1; [ $l -lt 5 ] && l=1; echo $l; }
+pack() { tar czf $OUT/logs.tgz -C $OUT logs; }
+(cd $R/tests && timeout $(tl 60) ./test_edge_attention --jobs 4 > $o/test_ea.log 2>&1; echo "test_edge_attention rc=$? $(grep -h Synthesis $o/test_ea.log | tail -1)")
+grep -h -B2 -A6 "Assertion Failed\|\[FAIL\]" $o/test_ea.log | head -20
+(cd $R/tests
+for tool in memcheck racecheck; do
+  extra=""; [ $tool = memcheck ] && extra="--leak-check full"
+  timeout $(tl 80) compute-sanitizer --tool $tool $extra --show-backtrace no --print-limit 20 --error-exitcode 99 ./test_edge_attention --jobs 1 --filter 'edge_attention_cuda/*' > $o/${tool}_ea.log 2>&1
+  echo "$tool test_edge_attention (CUDA tests) rc=$? $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' $o/${tool}_ea.log | tail -1) $(grep -h Synthesis $o/${tool}_ea.log | tail -1)"
+done)
+echo "elapsed ${SECONDS}s"; pack
+D=/tmp/s13e; mkdir -p $D
+timeout $(tl 150) python3 bench/edge_attention_torch.py --sizes 2k,100k,400k --dump $D > $o/ea_torch.log 2>&1; echo "edge_attention_torch rc=$?"; grep -E "^\||^graph" $o/ea_torch.log | grep -v "^| 2k"
+B=$R/bench/bench_edge_ops
+timeout $(tl 30) $B --check $D > $o/ea_check.log 2>&1; echo "bench_edge_ops --check rc=$? $(tail -1 $o/ea_check.log)"
+for s in 100k 400k; do
+  timeout $(tl 40) $B --graph $D/radius_$s.bin --providers fused > $o/ea_ops_$s.log 2>&1; echo "bench_edge_ops $s rc=$?"; grep -v '^{' $o/ea_ops_$s.log | grep fused
+done
+echo "elapsed ${SECONDS}s"; pack
+P=$R/examples/train_pointcloud
+timeout $(tl 40) $P --device cuda --n 400000 --degree 17 --attention fused --steps 30 --quiet > $o/pc.log 2>&1; echo "train_pointcloud 400k fused rc=$?"; tail -2 $o/pc.log
+echo "elapsed ${SECONDS}s"; pack
+mkdir -p $o/suite
+L=$(tl 120)
+find $R/tests -maxdepth 1 -type f -executable -name 'test_*' | sort | xargs -P 8 -I{} bash -c 't={}; n=$(basename $t); (cd $(dirname $t) && timeout '$L' $t --jobs 2 > '$o'/suite/$n.log 2>&1); echo "$n rc=$? $(grep -h Synthesis '$o'/suite/$n.log | tail -1)"' > $o/suite_summary.txt
+echo "suite (limit ${L}s a test): $(grep -c ' rc=0 ' $o/suite_summary.txt) passed, $(grep -vc ' rc=0 ' $o/suite_summary.txt) not"; grep -v ' rc=0 ' $o/suite_summary.txt
+echo "elapsed ${SECONDS}s"; pack
