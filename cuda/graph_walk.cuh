@@ -307,8 +307,8 @@ static inline int lanes_for(int64_t n) {
   return G;
 }
 
-// Common argument checks: g sane, sizes non-negative.
-static inline tg_status check_csr(const tgc_csr *g, const char *op, bool need_transpose) {
+// Common argument checks: g sane, sizes non-negative. edge_ids: the transpose's t_edge is read.
+static inline tg_status check_csr(const tgc_csr *g, const char *op, bool need_transpose, bool edge_ids = true) {
   if (!g || g->nq < 0 || g->nk < 0 || g->nnz < 0 || g->nq > INT32_MAX || g->nk > INT32_MAX) {
     tgc_set_error("%s: invalid CSR (NULL or sizes out of range)", op);
     return TG_ERR_INVALID_ARGUMENT;
@@ -317,7 +317,7 @@ static inline tg_status check_csr(const tgc_csr *g, const char *op, bool need_tr
     tgc_set_error("%s: CSR row_ptr / col_idx is NULL", op);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  if (need_transpose && (!g->t_ptr || (g->nnz > 0 && (!g->t_row || !g->t_edge)))) {
+  if (need_transpose && (!g->t_ptr || (g->nnz > 0 && (!g->t_row || (edge_ids && !g->t_edge))))) {
     tgc_set_error("%s: the relation's transpose is not built (cuda_relation_transpose)", op);
     return TG_ERR_INVALID_ARGUMENT;
   }

@@ -69,6 +69,11 @@ struct tg_relation {
      * or tgi_rel_dev_order (the graph's own). order_tried: decided (order NULL: identity). */
     int32_t *order;
     bool order_tried;
+    /* CSR / CONCAT, square, with an order: the graph renumbered in it (tgi_rel_dev_renum), counted
+     * in bytes. rn_tried: decided (rn_row_ptr NULL: none). */
+    int64_t *rn_row_ptr, *rn_t_ptr;
+    int32_t *rn_col_idx, *rn_t_row;
+    bool rn_tried;
   } dev;
 };
 
@@ -110,6 +115,14 @@ const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r);
  * performance hint only: when one cannot be built (host or device memory), *row and *src are NULL
  * (the identity) and nothing fails. */
 void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src);
+/* The relation renumbered in its locality order (square CSR / CONCAT relations with an order,
+ * tgi_rel_dev_order): *perm [n] maps new node indices to old (the order itself) and *out is the
+ * CSR of the renumbered graph with its transpose: new row a is old row perm[a], its sources mapped
+ * to their new indices in the old row's edge order; the transpose lists each new source's entries
+ * by new row ascending (t_edge NULL: no per-edge data follows it). Built on the host once, uploaded
+ * and cached (about as many bytes as the CSR and its transpose). A performance path: false, with
+ * nothing reported, when the relation has none or memory runs out. */
+bool tgi_rel_dev_renum(tg_relation *r, const int32_t **perm, tgc_csr *out);
 #endif
 /* Relations with fewer rows get no schedule: their gathers fit in L2 whatever the order. */
 #define TGI_REL_ORDER_MIN_ROWS 4096

@@ -292,4 +292,82 @@ void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src)
   *row = r->dev.order;
   *src = r->dev.order && r->nq != r->nk ? r->dev.order + r->nq : r->dev.order;
 }
+/* Host arrays of the renumbered graph (tgi_rel_dev_renum) from the CSR (rp, ci) and perm (new ->
+ * old) of n nodes: rp2 / ci2 its CSR (each row's edges in the old row's order), tp2 / tr2 its
+ * transpose. inv and cnt are n-element scratch. (Sources sorted ascending within the new rows, or
+ * the order bisected down to 32-node pieces instead of the schedule's 4096, measured no different:
+ * run_s14c.sh, run_s14d.sh.) */
+static void renum_host(int64_t n, const int64_t *rp, const int32_t *ci, const int32_t *perm, int32_t *inv, int64_t *cnt,
+                       int64_t *rp2, int32_t *ci2, int64_t *tp2, int32_t *tr2) {
+  for (int64_t a = 0; a < n; a++)
+    inv[perm[a]] = (int32_t)a;
+  rp2[0] = 0;
+  for (int64_t a = 0; a < n; a++) {
+    const int64_t o = perm[a], d = rp[o + 1] - rp[o];
+    for (int64_t k = 0; k < d; k++)
+      ci2[rp2[a] + k] = inv[ci[rp[o] + k]];
+    rp2[a + 1] = rp2[a] + d;
+  }
+  memset(cnt, 0, (size_t)n * sizeof *cnt);
+  for (int64_t e = 0; e < rp2[n]; e++)
+    cnt[ci2[e]]++;
+  tp2[0] = 0;
+  for (int64_t b = 0; b < n; b++)
+    tp2[b + 1] = tp2[b] + cnt[b], cnt[b] = tp2[b];
+  for (int64_t a = 0; a < n; a++) /* rows ascending: each source's entries by new row ascending */
+    for (int64_t e = rp2[a]; e < rp2[a + 1]; e++)
+      tr2[cnt[ci2[e]]++] = (int32_t)a;
+}
+
+/* The renumbering's order is the relation's (tgi_rel_dev_order: the radius builder's Morton order,
+ * else the graph's own). */
+static bool renum_build(tg_relation *r) {
+  char msg[TGI_MSG_CAP];
+  const int64_t n = r->nq, nnz = r->nnz;
+  const int32_t *ro, *so;
+  tgi_rel_dev_order(r, &ro, &so);
+  if (!ro || tgi_rel_host_sync(r, msg)) return false;
+  const size_t bp = (size_t)(n + 1) * sizeof(int64_t), bi = (size_t)nnz * sizeof(int32_t),
+               bn = (size_t)n * sizeof(int32_t);
+  int32_t *perm = tgi_malloc(bn), *inv = tgi_malloc(bn);
+  int64_t *cnt = tgi_malloc((size_t)n * sizeof *cnt), *rp2 = tgi_malloc(bp), *tp2 = tgi_malloc(bp);
+  int32_t *ci2 = tgi_malloc(bi ? bi : 1), *tr2 = tgi_malloc(bi ? bi : 1);
+  void *d[4] = {NULL, NULL, NULL, NULL};
+  const size_t sz[4] = {bp, bp, bi, bi};
+  const void *h[4] = {rp2, tp2, ci2, tr2};
+  bool ok = perm && inv && cnt && rp2 && tp2 && ci2 && tr2 && tgi_device_d2h(r->rt->dev, perm, ro, bn, msg) == TG_OK;
+  if (ok) renum_host(n, r->row_ptr, r->col_idx, perm, inv, cnt, rp2, ci2, tp2, tr2);
+  for (int k = 0; ok && k < 4; k++)
+    ok = !sz[k] || (tgi_device_alloc(r->rt->dev, sz[k], &d[k], msg) == TG_OK &&
+                    tgi_device_h2d(r->rt->dev, d[k], h[k], sz[k], msg) == TG_OK);
+  free(perm), free(inv), free(cnt), free(rp2), free(tp2), free(ci2), free(tr2);
+  if (!ok) {
+    for (int k = 0; k < 4; k++)
+      if (d[k]) tgi_device_free(r->rt->dev, d[k]);
+    return false;
+  }
+  r->dev.rn_row_ptr = d[0], r->dev.rn_t_ptr = d[1], r->dev.rn_col_idx = d[2], r->dev.rn_t_row = d[3];
+  r->dev.bytes += sz[0] + sz[1] + sz[2] + sz[3];
+  r->dev.uploads += 4;
+  return true;
+}
+
+bool tgi_rel_dev_renum(tg_relation *r, const int32_t **perm, tgc_csr *out) {
+  if (!r->dev.rn_tried) {
+    r->dev.rn_tried = true;
+    if ((r->kind == TG_REL_CSR || r->kind == TG_REL_CONCAT) && r->nq == r->nk && r->nq >= TGI_REL_ORDER_MIN_ROWS)
+      (void)renum_build(r); /* none: the caller's usual path */
+  }
+  if (!r->dev.rn_row_ptr) return false;
+  *perm = r->dev.order;
+  *out = (tgc_csr){.nq = r->nq,
+                   .nk = r->nk,
+                   .nnz = r->nnz,
+                   .row_ptr = r->dev.rn_row_ptr,
+                   .col_idx = r->dev.rn_col_idx,
+                   .t_ptr = r->dev.rn_t_ptr,
+                   .t_row = r->dev.rn_t_row,
+                   .t_edge = NULL};
+  return true;
+}
 #endif
