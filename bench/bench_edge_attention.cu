@@ -441,7 +441,8 @@ static void check_case(const HG &g, const DG &dg, tg_dtype dt, const Cfg &c, con
 
   UB dU(U.dev()), dV(V.dev()), db1(b1.dev()), dwp(wp.dev()), dwe(we.dev()), dfe(fe.dev()), dw2(w2.dev()), db2(b2.dev()),
       dvals(vals.dev()), dps(upload(ps)), dpd(upload(pd));
-  const tgc_edge_attn a{H, F, K, c.dim, c.Fe, dt, c.slope, c.keep, kSeed, kCall, 0, 0, nullptr, nullptr};
+  const tgc_edge_attn a{H,     F,     K, c.dim, c.Fe,    dt,      c.slope, c.keep,
+                        kSeed, kCall, 0, 0,     nullptr, nullptr, nullptr, nullptr};
   const tgc_edge_inputs in{o.U ? dU->p : nullptr,
                            o.V ? dV->p : nullptr,
                            c.dim ? (const float *)dps->p : nullptr,
@@ -514,7 +515,7 @@ static void check_case(const HG &g, const DG &dg, tg_dtype dt, const Cfg &c, con
   }
   auto grads = [&](std::vector<UB> &bufs) {
     auto p = [&](int t) -> void * { return gs[t].want ? bufs[t]->p : nullptr; };
-    return tgc_edge_grads{p(0), p(1), (float *)p(2), (float *)p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), 0};
+    return tgc_edge_grads{p(0), p(1), (float *)p(2), (float *)p(3), p(4), p(5), p(6), p(7), p(8), p(9), p(10), 0, 0};
   };
   const tgc_edge_grads ga = grads(A), gb = grads(B);
   UB ws(new DBuf(cuda_edge_attention_backward_workspace(&dg.csr, &a)));
@@ -550,7 +551,7 @@ static HG empty_graph(const char *name, int64_t nq, int64_t nk) {
 }
 
 static void check_unsupported() {
-  const tgc_edge_attn good{4, 16, 64, 3, 0, TG_F32, 0.2f, 1.0, 0, 0, 0, 0, nullptr, nullptr};
+  const tgc_edge_attn good{4, 16, 64, 3, 0, TG_F32, 0.2f, 1.0, 0, 0, 0, 0, nullptr, nullptr, nullptr, nullptr};
   bool ok = cuda_edge_attention_unsupported(&good) == nullptr;
   tgc_edge_attn b = good;
   b.hid = 48;
@@ -735,7 +736,7 @@ static std::vector<BRow> g_rows;
 static void bench_cfg(const HG &g, const DG &dg, tg_dtype dt, int64_t hid, int64_t fin, int64_t H) {
   const int64_t N = g.nq, E = g.nnz(), F = fin / H, es = (int64_t)dsize(dt);
   const int dim = 3, Fe = 0;
-  const tgc_edge_attn a{H, F, hid, dim, Fe, dt, 0.2f, 1.0, kSeed, kCall, 0, 0, nullptr, nullptr};
+  const tgc_edge_attn a{H, F, hid, dim, Fe, dt, 0.2f, 1.0, kSeed, kCall, 0, 0, nullptr, nullptr, nullptr, nullptr};
   UB U(filled(N * hid, es, 1, 1.f)), V(filled(N * hid, es, 2, 1.f)), vals(filled(N * H * F, es, 3, 1.f)),
       ps(filled(N * dim, 4, 4, 1.f)), pd(filled(N * dim, 4, 5, 1.f)), wp(filled(dim * hid, es, 6, 0.5f)),
       b1(filled(hid, es, 7, 0.5f)), w2(filled(hid * H, es, 8, 0.3f)), b2(filled(H, es, 9, 0.1f)),
@@ -746,8 +747,8 @@ static void bench_cfg(const HG &g, const DG &dg, tg_dtype dt, int64_t hid, int64
       ws(new DBuf(cuda_edge_attention_backward_workspace(&dg.csr, &a)));
   const tgc_edge_inputs in{
       U->p, V->p, (const float *)ps->p, (const float *)pd->p, nullptr, vals->p, wp->p, nullptr, b1->p, w2->p, b2->p};
-  const tgc_edge_grads gr{gU->p,  gV->p,   (float *)gps->p, (float *)gpd->p, nullptr, gvals->p,
-                          gwp->p, nullptr, gb1->p,          gw2->p,          gb2->p,  0};
+  const tgc_edge_grads gr{gU->p,   gV->p,  (float *)gps->p, (float *)gpd->p, nullptr, gvals->p, gwp->p,
+                          nullptr, gb1->p, gw2->p,          gb2->p,          0,       0};
   const std::string cfg =
       fmt("%s hid=%lld f_in=%lld H=%lld %s", g.name.c_str(), (long long)hid, (long long)fin, (long long)H, dname(dt));
   if (g_only && !strstr(cfg.c_str(), g_only)) return;

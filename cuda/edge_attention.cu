@@ -183,6 +183,10 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
     x.lanes = lanes_ln(a, g->nq);
     return forward_lanes(s, x);
   }
+  if (x.rmap) {
+    tgc_set_error("%s: row_map (a renumbered graph) needs the lane kernels, which do not take this call", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
   if ((x.slice = slice_of(a, x)) != 0) {
     x.lanes = sl_groups(a, x.slice, g->nq);
     return forward_slices(s, x);

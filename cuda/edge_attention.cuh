@@ -45,6 +45,8 @@ struct Args {
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
   const int32_t *ro, *so; // schedules of the rows and of the sources (NULL: identity)
+  const int32_t *rmap;    // renumbered: old index of each new row (out, dout, fout), else NULL
+  void *dnew;             // renumbered backward: dout in the new numbering (dst pass writes, src reads)
   const void *U, *V, *fe, *vals, *wp, *we, *b1, *w2, *b2;
   const float *ps, *pd;
   void *out;
@@ -397,11 +399,16 @@ static inline int64_t ws_d_floats(const tgc_csr *g, const tgc_edge_attn *a) { re
 
 static inline tg_status make_args(const char *op, const tgc_csr *g, const tgc_edge_attn *a, const tgc_edge_inputs *in,
                                   bool need_transpose, Args *x) {
-  tg_status st = tgg::check_csr(g, op, need_transpose);
+  // a renumbered graph (row_map) has no edge ids: only the lane kernels take it (no per-edge data)
+  tg_status st = tgg::check_csr(g, op, need_transpose, !(a && a->row_map));
   if (st != TG_OK) return st;
   if (const char *why = cuda_edge_attention_unsupported(a)) {
     tgc_set_error("%s: unsupported: %s", op, why);
     return TG_ERR_UNSUPPORTED;
+  }
+  if (a->row_map && (a->Fe > 0 || (a->keep > 0 && a->keep < 1))) {
+    tgc_set_error("%s: row_map (a renumbered graph) with edge features or dropout (both follow the old numbering)", op);
+    return TG_ERR_INVALID_ARGUMENT;
   }
   if (!in) {
     tgc_set_error("%s: inputs are NULL", op);
@@ -429,6 +436,8 @@ static inline tg_status make_args(const char *op, const tgc_csr *g, const tgc_ed
   x->te = g->t_edge;
   x->ro = a->row_order;
   x->so = a->src_order;
+  x->rmap = a->row_map;
+  x->dnew = a->row_map ? a->dout_new : nullptr;
   x->U = in->U;
   x->V = in->V;
   x->fe = a->Fe > 0 ? in->fe : nullptr;

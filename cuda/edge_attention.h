@@ -56,6 +56,15 @@ typedef struct tgc_edge_attn {
    * The lane and warp-per-segment kernels follow them; the packed kernels (consecutive chunks of
    * rows) do not. */
   const int32_t *row_order, *src_order;
+  /* Renumbered graphs (the lane kernels only; else TG_ERR_INVALID_ARGUMENT): the CSR and every
+   * per-node tensor the kernels index by node (U, V, values, lse, the backward's D pairs and
+   * gradients) are in a new numbering, except the destination rows' out (written by the forward),
+   * dout and the forward's out (read by the backward), which stay at row_map[i], the old index of
+   * new row i. dout_new [Nq, H, F] (backward, with row_map): the destination pass copies dout there
+   * in the new numbering and the source pass gathers it. NULL: no renumbering. (ops/edge_attention.c
+   * renumbers the hidden-16 self-attention path in the relation's locality order.) */
+  const int32_t *row_map;
+  void *dout_new;
 } tgc_edge_attn;
 
 /* The inputs every launcher reads (NULL where absent). */
@@ -76,6 +85,9 @@ typedef struct tgc_edge_grads {
   /* nonzero: U is the inputs' U itself, and the backward overwrites it with dU (no accumulation)
    * after its last read of U. Only where cuda_edge_attention_dU_over says the kernels allow it. */
   int U_over;
+  /* nonzero: values is the inputs' values itself and the source pass overwrites it with dvalues
+   * (stores; sources without edges store 0) after its last read. The lane kernels only. */
+  int values_over;
 } tgc_edge_grads;
 
 /* NULL when a is supported, else a static message naming what is not (for the op's status). */
@@ -117,6 +129,33 @@ size_t cuda_edge_unfold_workspace(int dim, int hid);
 tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hid, const float *dU, const float *dV,
                            const float *ps, const float *pd, const float *wp, float *gps, float *gpd, float *gwp,
                            void *ws, size_t ws_bytes);
+
+/* The per-node products of the hidden-16 self-attention path (f32; ops/edge_attention.c): with one
+ * feature matrix x [n, Fx] (Fx 1..8) and one position matrix p [n, dim] (dim 1..3) on both sides,
+ * and the w1 blocks wp [dim, 16], ws [Fx, 16] (x_src's rows), wd [Fx, 16] (x_dst's rows),
+ *   U[a, k] = sum_f x[m, f] ws[f, k] + sum_d p[m, d] wp[d, k]
+ *   V[a, k] = sum_f x[m, f] wd[f, k] - sum_d p[m, d] wp[d, k]      (the geometry folded in)
+ * with m = perm[a] (a new numbering: perm [n] maps new to old indices) or m = a (perm NULL). U, V
+ * [n, 16], 16-byte aligned. u_only: U alone (recomputing U after a sweep wrote dU over it). */
+tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
+                             const float *p, const float *wp, const float *ws, const float *wd, float *U, float *V,
+                             int u_only);
+/* Bytes of scratch cuda_edge_products_backward needs (f64 partials of the weight gradients). */
+size_t cuda_edge_products_workspace(int dim, int Fx);
+/* Its backward, accumulating (NULL = not wanted; dU or dV NULL = zero), m as above:
+ *   gx[m, f] += sum_k ws[f, k] dU[a, k] + wd[f, k] dV[a, k]
+ *   gp[m, d] += sum_k wp[d, k] (dU[a, k] - dV[a, k])
+ *   gws[f, k] += sum_a x[m, f] dU[a, k],  gwd[f, k] += sum_a x[m, f] dV[a, k],
+ *   gwp[d, k] += sum_a p[m, d] (dU[a, k] - dV[a, k])     (f64 partials in a fixed order)
+ * gx and gp distinct buffers; dU, dV 16-byte aligned. Deterministic. */
+tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
+                                      const float *p, const float *wp, const float *ws, const float *wd,
+                                      const float *dU, const float *dV, float *gx, float *gp, float *gwp, float *gws,
+                                      float *gwd, void *work, size_t work_bytes);
+/* Rows renumbered (f32, cols floats a row): back 0: dst[a, :] = src[perm[a], :]; back 1 (the
+ * gradient): dst[perm[a], :] += src[a, :]. perm [n] a permutation of [0, n). */
+tg_status cuda_rows_permute(tgc_stream s, int64_t n, int64_t cols, const int32_t *perm, const float *src, float *dst,
+                            int back);
 
 #ifdef __cplusplus
 }

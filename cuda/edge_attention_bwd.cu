@@ -579,8 +579,15 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
     tgc_set_error("%s: U_over set, but d->U is not in->U or these kernels cannot write dU over U", op);
     return TG_ERR_INVALID_ARGUMENT;
   }
+  if ((d->values_over && (d->values != in->values || !ln)) || (x.rmap && (!ln || (pl.src && !x.dnew)))) {
+    tgc_set_error("%s: values_over or row_map set where the lane kernels do not run, or d->values is not "
+                  "in->values, or no dout_new for the source pass",
+                  op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (!pl.src) x.dnew = nullptr; // nothing gathers the copy
   tg_status st = TG_OK;
-  if (x.edges || x.srcda) {
+  if (x.edges || x.srcda || x.dnew) {
     const size_t need = cuda_edge_attention_backward_workspace(g, a);
     if (!workspace || workspace_bytes < need || !tgc_aligned(workspace, sizeof(float))) {
       tgc_set_error("%s: workspace of %zu bytes (float aligned), %zu needed", op, workspace ? workspace_bytes : 0,

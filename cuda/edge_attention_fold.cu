@@ -129,6 +129,148 @@ __global__ void k_unfold_wsum(int nparts, int nt, const double *part, float *gwp
   if (lane == 0) gwp[t] = (float)((double)gwp[t] + s);
 }
 
+// ---------------------------------------------------------------- per-node products (self attention)
+// cuda_edge_products: thread (node a, 4 units): U[a] and V[a] quads from x[m] and p[m] (m = perm[a]
+// or a), the weights in shared memory.
+constexpr int kPrThreads = 256, kPrMaxFx = 8;
+__global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p,
+                           const float *wp, const float *ws, const float *wd, float *U, float *V, int u_only) {
+  __shared__ alignas(16) float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
+  for (int t = threadIdx.x; t < (dim + 2 * Fx) * kUfHid; t += blockDim.x) {
+    const int r = t / kUfHid, k = t % kUfHid;
+    w[t] = r < dim ? wp[r * kUfHid + k] : r < dim + Fx ? ws[(r - dim) * kUfHid + k] : wd[(r - dim - Fx) * kUfHid + k];
+  }
+  __syncthreads();
+  const int64_t t = (int64_t)blockIdx.x * kPrThreads + threadIdx.x, a = t >> 2;
+  if (a >= n) return;
+  const int q = (int)(t & 3), k = 4 * q;
+  const int64_t m = perm ? (int64_t)__ldg(perm + a) : a;
+  float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g, v = g;
+  for (int d = 0; d < dim; ++d) {
+    const float pv = p[m * dim + d];
+    const float4 wv = *reinterpret_cast<const float4 *>(w + d * kUfHid + k);
+    g.x = fmaf(wv.x, pv, g.x), g.y = fmaf(wv.y, pv, g.y), g.z = fmaf(wv.z, pv, g.z), g.w = fmaf(wv.w, pv, g.w);
+  }
+  for (int f = 0; f < Fx; ++f) {
+    const float xv = x[m * Fx + f];
+    const float4 a4 = *reinterpret_cast<const float4 *>(w + (dim + f) * kUfHid + k),
+                 b4 = *reinterpret_cast<const float4 *>(w + (dim + Fx + f) * kUfHid + k);
+    u.x = fmaf(a4.x, xv, u.x), u.y = fmaf(a4.y, xv, u.y), u.z = fmaf(a4.z, xv, u.z), u.w = fmaf(a4.w, xv, u.w);
+    v.x = fmaf(b4.x, xv, v.x), v.y = fmaf(b4.y, xv, v.y), v.z = fmaf(b4.z, xv, v.z), v.w = fmaf(b4.w, xv, v.w);
+  }
+  *reinterpret_cast<float4 *>(U + a * kUfHid + k) = make_float4(u.x + g.x, u.y + g.y, u.z + g.z, u.w + g.w);
+  if (!u_only)
+    *reinterpret_cast<float4 *>(V + a * kUfHid + k) = make_float4(v.x - g.x, v.y - g.y, v.z - g.z, v.w - g.w);
+}
+
+// cuda_rows_permute: thread per element.
+__global__ void k_rows_permute(int64_t n, int64_t cols, const int32_t *perm, const float *src, float *dst, int back) {
+  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, a = t / cols;
+  if (a >= n) return;
+  const int64_t c = t - a * cols, m = __ldg(perm + a);
+  if (back)
+    dst[m * cols + c] += src[a * cols + c];
+  else
+    dst[a * cols + c] = src[m * cols + c];
+}
+
+// cuda_edge_products_backward: a block is C = dim + 2 Fx warps, each for one input coordinate and
+// one product: warp c < dim for position coordinate c (with dU - dV), then Fx warps for feature f
+// with dU (they also write gx, which needs dU and dV), then Fx for feature f with dV. Lane l takes
+// nodes a = 32 b + l + 32 kPrBlocks r (a fixed grid, so the partials' order does not depend on the
+// device), reads dU[a] and / or dV[a] (the warps share the rows through L1), adds its coordinate's
+// gradient at the old index m and keeps f64 sums of its coordinate times the 16 units of its
+// product, summed over the warp by a fixed butterfly into part[b, c, 16].
+constexpr int kPrBlocks = 512;
+__global__ void __launch_bounds__((kMaxFoldDim + 2 * kPrMaxFx) * 32, 1)
+    k_products_bwd(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p, const float *wp,
+                   const float *ws, const float *wd, const float *dU, const float *dV, float *gx, float *gp,
+                   double *part) {
+  __shared__ float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
+  for (int t = threadIdx.x; t < (dim + 2 * Fx) * kUfHid; t += blockDim.x) {
+    const int r = t / kUfHid, k = t % kUfHid;
+    w[t] = r < dim ? wp[r * kUfHid + k] : r < dim + Fx ? ws[(r - dim) * kUfHid + k] : wd[(r - dim - Fx) * kUfHid + k];
+  }
+  __syncthreads();
+  const int c = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31; // c warp-uniform
+  const int role = c < dim ? 0 : c < dim + Fx ? 1 : 2, f = role == 1 ? c - dim : c - dim - Fx;
+  const bool needU = role < 2 && dU, needV = (role != 1 || gx) && dV;
+  double acc[kUfHid];
+#pragma unroll
+  for (int k = 0; k < kUfHid; ++k)
+    acc[k] = 0.0;
+  const int64_t stride = (int64_t)gridDim.x * 32;
+  for (int64_t a = (int64_t)blockIdx.x * 32 + lane; a < n; a += stride) {
+    const int64_t m = perm ? (int64_t)__ldg(perm + a) : a;
+    float du[kUfHid], dv[kUfHid];
+#pragma unroll
+    for (int k = 0; k < kUfHid; k += 4) {
+      const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 x4 = needU ? *reinterpret_cast<const float4 *>(dU + a * kUfHid + k) : z,
+                   y4 = needV ? *reinterpret_cast<const float4 *>(dV + a * kUfHid + k) : z;
+      du[k] = x4.x, du[k + 1] = x4.y, du[k + 2] = x4.z, du[k + 3] = x4.w;
+      dv[k] = y4.x, dv[k + 1] = y4.y, dv[k + 2] = y4.z, dv[k + 3] = y4.w;
+    }
+    if (role == 0) {
+      const float *wr = w + c * kUfHid;
+      const double pv = part ? (double)p[m * dim + c] : 0.0;
+      float g = 0.f;
+#pragma unroll
+      for (int k = 0; k < kUfHid; ++k) {
+        const float e = du[k] - dv[k];
+        g = fmaf(wr[k], e, g);
+        acc[k] = fma(pv, (double)e, acc[k]);
+      }
+      if (gp) gp[m * dim + c] += g;
+    } else {
+      const double xv = part ? (double)x[m * Fx + f] : 0.0;
+#pragma unroll
+      for (int k = 0; k < kUfHid; ++k)
+        acc[k] = fma(xv, (double)(role == 1 ? du[k] : dv[k]), acc[k]);
+      if (role == 1 && gx) {
+        const float *wa = w + (dim + f) * kUfHid, *wb = w + (dim + Fx + f) * kUfHid;
+        float g = 0.f;
+#pragma unroll
+        for (int k = 0; k < kUfHid; ++k) {
+          g = fmaf(wa[k], du[k], g);
+          g = fmaf(wb[k], dv[k], g);
+        }
+        gx[m * Fx + f] += g;
+      }
+    }
+  }
+  if (!part) return; // grid-uniform
+#pragma unroll
+  for (int k = 0; k < kUfHid; ++k)
+    for (int o = 16; o; o >>= 1)
+      acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
+  if (lane == 0) {
+    double *dst = part + ((int64_t)blockIdx.x * (dim + 2 * Fx) + c) * kUfHid;
+#pragma unroll
+    for (int k = 0; k < kUfHid; ++k)
+      dst[k] = acc[k];
+  }
+}
+
+// The weight gradients: a warp per partial slot t = (c, k) sums part[b, t] over the blocks in a
+// fixed order and adds it to row c of [wp; ws; wd] (gwp, gws, gwd), unit k.
+__global__ void k_products_wsum(int nparts, int dim, int Fx, const double *part, float *gwp, float *gws, float *gwd) {
+  const int nt = (dim + 2 * Fx) * kUfHid;
+  const int t = (int)((blockIdx.x * blockDim.x + threadIdx.x) >> 5), lane = (int)threadIdx.x & 31;
+  if (t >= nt) return; // warp-uniform
+  const int c = t / kUfHid, k = t % kUfHid;
+  float *o = c < dim        ? (gwp ? gwp + c * kUfHid + k : nullptr)
+             : c < dim + Fx ? (gws ? gws + (c - dim) * kUfHid + k : nullptr)
+                            : (gwd ? gwd + (c - dim - Fx) * kUfHid + k : nullptr);
+  if (!o) return;
+  double s = 0.0;
+  for (int b = lane; b < nparts; b += 32)
+    s += part[(int64_t)b * nt + t];
+  for (int q = 16; q; q >>= 1)
+    s += __shfl_xor_sync(0xffffffffu, s, q);
+  if (lane == 0) *o = (float)((double)*o + s);
+}
+
 bool fold_sizes_ok(const char *op, int64_t nk, int64_t nq, int dim, int hid) {
   if (nk < 0 || nq < 0 || dim < 1 || dim > kMaxFoldDim || hid < 4 || hid > kMaxFoldHid || kFoldThreads % hid != 0) {
     tgc_set_error("%s: unsupported sizes nk %lld, nq %lld, dim %d, hid %d (dim 1..%d, hid 4..%d dividing %d)", op,
@@ -193,6 +335,74 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
     k_unfold_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kUf16Blocks, nt, part, gwp);
     TGC_LAUNCHED("edge_attention_unfold_wsum");
   }
+  return TG_OK;
+}
+
+tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
+                             const float *p, const float *wp, const float *ws, const float *wd, float *U, float *V,
+                             int u_only) {
+  if (n < 0 || dim < 1 || dim > kMaxFoldDim || Fx < 1 || Fx > kPrMaxFx) {
+    tgc_set_error("cuda_edge_products: unsupported sizes n %lld, dim %d, Fx %d (dim 1..%d, Fx 1..%d)", (long long)n,
+                  dim, Fx, kMaxFoldDim, kPrMaxFx);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (n == 0) return TG_OK;
+  if (!x || !p || !wp || !ws || !wd || !U || (!u_only && !V) || !tgc_aligned(U, 16) || !tgc_aligned(V, 16)) {
+    tgc_set_error("cuda_edge_products: x, p, wp, ws, wd, U and V are needed, U and V 16-byte aligned");
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  const int64_t threads = n * 4;
+  k_products<<<(unsigned)((threads + kPrThreads - 1) / kPrThreads), kPrThreads, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws,
+                                                                                        wd, U, V, u_only);
+  TGC_LAUNCHED("edge_attention_products");
+  return TG_OK;
+}
+
+size_t cuda_edge_products_workspace(int dim, int Fx) {
+  return (size_t)kPrBlocks * (size_t)((dim > 0 ? dim : 0) + 2 * (Fx > 0 ? Fx : 0)) * kUfHid * sizeof(double);
+}
+
+tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
+                                      const float *p, const float *wp, const float *ws, const float *wd,
+                                      const float *dU, const float *dV, float *gx, float *gp, float *gwp, float *gws,
+                                      float *gwd, void *work, size_t work_bytes) {
+  const char *op = "cuda_edge_products_backward";
+  if (n < 0 || dim < 1 || dim > kMaxFoldDim || Fx < 1 || Fx > kPrMaxFx || (gx && gx == gp)) {
+    tgc_set_error("%s: unsupported sizes n %lld, dim %d, Fx %d, or gx == gp", op, (long long)n, dim, Fx);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (!x || !p || !wp || !ws || !wd || !tgc_aligned(dU, 16) || !tgc_aligned(dV, 16)) {
+    tgc_set_error("%s: x, p, wp, ws and wd are needed, dU and dV 16-byte aligned", op);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  const bool wgrad = (gwp || gws || gwd) && (dU || dV);
+  if (wgrad && (!work || work_bytes < cuda_edge_products_workspace(dim, Fx) || !tgc_aligned(work, sizeof(double)))) {
+    tgc_set_error("%s: workspace of %zu bytes, needs %zu", op, work ? work_bytes : 0,
+                  cuda_edge_products_workspace(dim, Fx));
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  if (n == 0 || (!dU && !dV) || (!gx && !gp && !wgrad)) return TG_OK;
+  double *part = wgrad ? static_cast<double *>(work) : nullptr;
+  k_products_bwd<<<kPrBlocks, (dim + 2 * Fx) * 32, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
+  TGC_LAUNCHED("edge_attention_products_backward");
+  if (wgrad) {
+    const int nt = (dim + 2 * Fx) * kUfHid;
+    k_products_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kPrBlocks, dim, Fx, part, gwp, gws, gwd);
+    TGC_LAUNCHED("edge_attention_products_wsum");
+  }
+  return TG_OK;
+}
+
+tg_status cuda_rows_permute(tgc_stream s, int64_t n, int64_t cols, const int32_t *perm, const float *src, float *dst,
+                            int back) {
+  if (n < 0 || cols < 1 || (n > 0 && (!perm || !src || !dst))) {
+    tgc_set_error("cuda_rows_permute: n %lld, cols %lld, or a NULL pointer", (long long)n, (long long)cols);
+    return TG_ERR_INVALID_ARGUMENT;
+  }
+  const int64_t threads = n * cols;
+  if (threads == 0) return TG_OK;
+  k_rows_permute<<<(unsigned)((threads + 255) / 256), 256, 0, s>>>(n, cols, perm, src, dst, back);
+  TGC_LAUNCHED("rows_permute");
   return TG_OK;
 }
 

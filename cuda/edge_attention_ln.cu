@@ -147,7 +147,7 @@ template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB
       acc[h * F + f] = l[h] == 0.f ? 0.f : acc[h * F + f] * r;
     a.lse[h * a.nq + i] = tgg::lse_of(m[h], l[h]);
   }
-  st_n<HF>(static_cast<float *>(a.out) + i * HF, acc);
+  st_n<HF>(static_cast<float *>(a.out) + (a.rmap ? (int64_t)a.rmap[i] : i) * HF, acc);
 }
 
 // Floats of one weight partial set here (dim 0, Fe 0): db1 [16], dw2 [H][16], db2 [H].
@@ -176,15 +176,16 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
     db2[h] = 0.f;
 #pragma unroll 1
   for (int64_t rk = t0 / G; rk < a.nq; rk += stride) { // group-uniform
-    const int64_t i = sched(a.ro, rk);
+    const int64_t i = sched(a.ro, rk), io = a.rmap ? (int64_t)a.rmap[i] : i;
     float g[HF], D[H], lse[H];
 #pragma unroll
     for (int h = 0; h < H; ++h)
       lse[h] = a.lse_in[h * a.nq + i];
     {
       float o[HF];
-      ld_n<HF>(static_cast<const float *>(a.dout) + i * HF, g);
-      ld_n<HF>(static_cast<const float *>(a.fout) + i * HF, o);
+      ld_n<HF>(static_cast<const float *>(a.dout) + io * HF, g);
+      ld_n<HF>(static_cast<const float *>(a.fout) + io * HF, o);
+      if (a.dnew && q == 0) st_n<HF>(static_cast<float *>(a.dnew) + i * HF, g); // for k_src_ln
 #pragma unroll
       for (int h = 0; h < H; ++h) {
         D[h] = 0.f;
@@ -281,8 +282,9 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   if (rk >= a.nk) return;
   const int64_t j = sched(a.so, rk);
   const int64_t e1 = a.tp[j + 1];
-  if (a.tp[j] == e1) { // group-uniform; nothing to add, but dU over U is 0
+  if (a.tp[j] == e1) { // group-uniform; nothing to add, but dU over U (dvalues over values) is 0
     if (a.g.U_over && q == 0) st_zero<kLnHid>(static_cast<float *>(a.g.U) + j * kLnHid);
+    if (a.g.values_over && q == 0) st_zero<HF>(static_cast<float *>(a.g.values) + j * HF);
     return;
   }
   float u[kLnHid], vj[HF], dU[kLnHid], dv[HF];
@@ -294,7 +296,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
 #pragma unroll
   for (int f = 0; f < HF; ++f)
     dv[f] = 0.f;
-  const float *dout = static_cast<const float *>(a.dout);
+  const float *dout = static_cast<const float *>(a.dnew ? a.dnew : a.dout); // dnew: k_dst_ln's copy
   const float2 *dp2 = reinterpret_cast<const float2 *>(a.D);
   walk<LnI<H, HF>>(
       a.tp[j] + q, e1, G, [&](int64_t e) { return (int64_t)a.tr[e]; },
@@ -338,7 +340,13 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   if (a.g.values) xor_sums<HF>(dv, 1, G);
   if (a.g.U) xor_sums<kLnHid>(dU, 1, G);
   if (q != 0) return;
-  if (a.g.values) add_n<HF>(static_cast<float *>(a.g.values) + j * HF, dv);
+  if (a.g.values) { // over values itself (values_over): read above, before the sums
+    float *gv = static_cast<float *>(a.g.values) + j * HF;
+    if (a.g.values_over)
+      st_n<HF>(gv, dv);
+    else
+      add_n<HF>(gv, dv);
+  }
   if (a.g.U) { // over U itself (U_over): every lane of the segment read U[j] before the sums above
     float *du = static_cast<float *>(a.g.U) + j * kLnHid;
     if (a.g.U_over)
