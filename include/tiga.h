@@ -813,7 +813,10 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * so that no edge multiplies positions; its pre-activation rounding then grows with |pos| rather
  * than with |pos_src[j] - pos_dst[i]| (about 6e-8 |pos| |w1_geom|): keep coordinates near the
  * origin (centre them) when they are large next to the neighbourhood size. The environment
- * variable TIGA_EA_FOLD=0 turns the fold off.
+ * variable TIGA_EA_FOLD=0 turns the fold off. Self attention there (x_src and x_dst one value of at
+ * most 8 columns, pos_src and pos_dst one value, no edge_feat) computes both folded products in
+ * one recorded node ("edge_attention_products": one pass over the nodes each way, instead of two
+ * tg_matmul nodes and the fold; TIGA_EA_OWN=0 turns it off).
  * The small f32 case (hidden 16, no geometry left per edge — none, or folded — no edge_feat,
  * H <= 4 and H * F in {4, 8, 16}) runs kernels where one lane evaluates a whole edge; a row is
  * walked by 1..8 lanes (more on small graphs), so a hub row of degree d costs about d / 8 serial
@@ -829,6 +832,14 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * the relation, counted in its device bytes), so that those running together gather nearby rows;
  * the outputs and per-node gradients are the same bits in any order, the weight gradients' sums
  * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size.
+ * On that self-attention path, when the lane kernels take the call, there is no dropout or
+ * lse_out and the 16 MiB rule holds, the graph is renumbered in that order instead (the renumbered
+ * CSR and its transpose are built once on the host and kept with the relation, counted in its
+ * device bytes): the products come out in the new order, a recorded "rows_renumbered" node puts the
+ * value rows in it, the kernels gather neighbouring rows, and out / dout stay at the caller's row
+ * indices. out is the same bits as without it; the per-source gradient sums run in the new order.
+ * It holds the renumbered value rows and a renumbered copy of dout during the backward (2 Nq H F
+ * floats). TIGA_EA_RENUM=0 / 1 turns it off / on (where it can run) regardless of size.
  * Memory of a FUSED backward: the lane and slice kernels write x_src . w1_src's gradient over that
  * product's own storage (its last reader), and the values' gradient goes straight into the value
  * that `values` is a reshape of (values = x_src viewed as [Nk, H, F] costs no buffer); a second

@@ -19,7 +19,10 @@
  *                  edge features, H in {1, 2, 4}, H * F a multiple of 8, runs the slice kernels
  *                  (8 lanes an edge, cuda/edge_attention_sl.cu); TIGA_EA_SLICE=0 turns them off.
  *                  Rows and sources go to the kernels in the relation's locality order when the
- *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Backward memory:
+ *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Self attention at
+ *                  hidden 16 (the fold's case, one x and one position value): an
+ *                  edge_attention_products node makes U and V, and on big graphs the graph is
+ *                  renumbered (tgi_rel_dev_renum; a rows_renumbered node for the values). Backward memory:
  *                  the lane and slice kernels write dU over U (U's last reader; a second sweep
  *                  computes U again), and the values' gradient goes into the gradient of the value
  *                  `values` is a reshape of (tgi_grad_d_base).
@@ -53,7 +56,12 @@ typedef struct ea_state {
   int lanes;              /* CUDA_FUSED: tgc_edge_attn.lanes (TIGA_EA_LANES, read once per call) */
   int slice;              /* CUDA_FUSED: tgc_edge_attn.slice (TIGA_EA_SLICE, read once per call) */
   const int32_t *ro, *so; /* CUDA_FUSED: the relation's locality schedules (NULL: identity) */
-  int8_t slot[N_IN];      /* node input index of each argument, -1 when absent */
+  bool own;               /* CUDA_FUSED: U, V from an edge_attention_products node (geometry folded) */
+  const int32_t *perm;    /* own: the graph renumbered (new -> old), U, V, values in the new numbering */
+#ifdef TIGA_HAVE_CUDA
+  tgc_csr rcsr; /* the renumbered CSR and its transpose (relation.h: tgi_rel_dev_renum) */
+#endif
+  int8_t slot[N_IN]; /* node input index of each argument, -1 when absent */
 } ea_state;
 
 static void describe(const tgi_node *n, char *buf, size_t cap) {
@@ -67,8 +75,11 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && w > 0 && (size_t)w < cap)
-    snprintf(buf + w, cap - (size_t)w, "%s%s", es->fold ? " fused geometry-folded" : " fused",
-             es->ro ? " scheduled" : "");
+    snprintf(buf + w, cap - (size_t)w, "%s%s%s",
+             es->fold  ? " fused geometry-folded"
+             : es->own ? " fused on products"
+                       : " fused",
+             es->ro ? " scheduled" : "", es->own && es->perm ? " renumbered" : "");
 }
 
 static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
@@ -103,7 +114,7 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
   return (tgc_edge_attn){.H = st->H,
                          .F = st->F,
                          .hid = es->hid,
-                         .dim = es->fold ? 0 : es->dim,
+                         .dim = es->fold || es->own ? 0 : es->dim,
                          .Fe = (int)es->Fe,
                          .dtype = dt,
                          .slope = (float)st->slope,
@@ -113,7 +124,8 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
                          .lanes = es->lanes,
                          .slice = es->slice,
                          .row_order = es->ro,
-                         .src_order = es->so};
+                         .src_order = es->so,
+                         .row_map = es->perm};
 }
 #endif
 
@@ -128,14 +140,15 @@ typedef struct ea_ptrs {
   void *grad[N_IN];
 } ea_ptrs;
 
-/* skip: an input whose gradient the caller sets itself (-1: none). */
-static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool dev, bool grads, int skip, ea_ptrs *p) {
+/* skip: a bit (1 << k) for each input k whose gradient the caller sets itself. */
+static bool gather_ptrs(tg_tape *t, const tgi_node *n, const ea_state *es, bool dev, bool grads, unsigned skip,
+                        ea_ptrs *p) {
   memset(p, 0, sizeof *p);
   for (int k = 0; k < N_IN; k++) {
     tgi_value *v = in_of(t, n, es, k);
     if (!v) continue;
     p->in[k] = dev ? tgi_read_d(t, v) : tgi_read_h(t, v);
-    if (k == skip) continue;
+    if (skip & (1u << k)) continue;
     /* the values' gradient goes straight into the base of a reshape (tgi_grad_d_base: the kernels
      * add into it), so `values` = a reshape of the features costs no gradient buffer */
     if (grads && v->requires_grad)
@@ -176,6 +189,133 @@ static tgc_edge_inputs dev_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype
 }
 #endif
 
+#ifdef TIGA_HAVE_CUDA
+/* ------------------------------------------------------------ per-node products (CUDA_FUSED)
+ * The hidden-16 self-attention path (one feature value x and one position value p on both sides):
+ * an "edge_attention_products" node {x, p, w1} -> {U, V} [N, 16] computes the per-node products
+ * with the geometry folded in (cuda_edge_products: U = x ws + p wp, V = x wd - p wp) in one pass,
+ * in the renumbered order when the graph is renumbered, and maps dU, dV back to x, p and w1's
+ * three blocks (cuda_edge_products_backward). With renumbering, a "rows_renumbered" node {values}
+ * -> {values in the new order} gives the kernels local value rows (its backward scatters the
+ * gradient back). Neither saves anything. */
+typedef struct ep_state {
+  int64_t n, cols;     /* nodes; rows node: floats a row */
+  int dim, Fx;         /* products node */
+  size_t ows, owd;     /* products node: element offsets of w1's x_src and x_dst blocks */
+  const int32_t *perm; /* new -> old, or NULL */
+} ep_state;
+
+static bool ep_run(tg_tape *t, const ep_state *e, tgi_value *x, tgi_value *p, tgi_value *w1, float *U, float *V,
+                   int u_only) {
+  const float *px = tgi_read_d(t, x), *pp = tgi_read_d(t, p), *pw = tgi_read_d(t, w1);
+  if (!px || !pp || !pw) return false;
+  tg_status s = cuda_edge_products(TGI_STREAM(t), e->n, e->dim, e->Fx, e->perm, px, pp, pw, pw + e->ows, pw + e->owd, U,
+                                   V, u_only);
+  if (s) return tgi_fail_cuda(t, s, "edge attention per-node products"), false;
+  return true;
+}
+
+static tg_status ep_backward(tg_tape *t, tgi_node *n) {
+  const ep_state *e = n->aux;
+  tgi_value *x = tgi_in(t, n, 0), *p = tgi_in(t, n, 1), *w1 = tgi_in(t, n, 2), *U = tgi_out(t, n, 0),
+            *V = tgi_out(t, n, 1);
+  if ((!x->requires_grad && !p->requires_grad && !w1->requires_grad) || (!U->has_grad && !V->has_grad)) return TG_OK;
+  const float *dU = U->has_grad ? tgi_grad_d(t, U) : NULL, *dV = V->has_grad ? tgi_grad_d(t, V) : NULL;
+  const float *px = tgi_read_d(t, x), *pp = tgi_read_d(t, p), *pw = tgi_read_d(t, w1);
+  float *gx = x->requires_grad ? tgi_grad_d(t, x) : NULL, *gp = p->requires_grad ? tgi_grad_d(t, p) : NULL,
+        *gw = w1->requires_grad ? tgi_grad_d(t, w1) : NULL;
+  if (t->status) return t->status;
+  const size_t wb = gw ? cuda_edge_products_workspace(e->dim, e->Fx) : 0;
+  void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
+  if (wb && !ws) return t->status;
+  tg_status s =
+      cuda_edge_products_backward(TGI_STREAM(t), e->n, e->dim, e->Fx, e->perm, px, pp, pw, pw + e->ows, pw + e->owd, dU,
+                                  dV, gx, gp, gw, gw ? gw + e->ows : NULL, gw ? gw + e->owd : NULL, ws, wb);
+  if (s) tgi_fail_cuda(t, s, "edge attention per-node products backward");
+  return s;
+}
+
+static void ep_describe(const tgi_node *n, char *buf, size_t cap) {
+  const ep_state *e = n->aux;
+  snprintf(buf, cap, "n=%lld dim=%d Fx=%d hidden=16 geometry-folded%s", (long long)e->n, e->dim, e->Fx,
+           e->perm ? " renumbered" : "");
+}
+
+static tg_status rows_backward(tg_tape *t, tgi_node *n) {
+  const ep_state *e = n->aux;
+  tgi_value *x = tgi_in(t, n, 0), *y = tgi_out(t, n, 0);
+  if (!x->requires_grad || !y->has_grad) return TG_OK;
+  const float *dy = tgi_grad_d(t, y);
+  float *gx = dy ? tgi_grad_d_base(t, x) : NULL;
+  if (!gx) return t->status;
+  tg_status s = cuda_rows_permute(TGI_STREAM(t), e->n, e->cols, e->perm, dy, gx, 1);
+  if (s) tgi_fail_cuda(t, s, "renumbered rows backward");
+  return s;
+}
+
+static void rows_describe(const tgi_node *n, char *buf, size_t cap) {
+  const ep_state *e = n->aux;
+  snprintf(buf, cap, "n=%lld cols=%lld", (long long)e->n, (long long)e->cols);
+}
+
+static const tgi_capsule cap_ep = {"edge_attention_products", TG_PROVIDER_CUDA_FUSED, ep_backward, ep_describe};
+static const tgi_capsule cap_rows = {"rows_renumbered", TG_PROVIDER_CUDA_FUSED, rows_backward, rows_describe};
+
+/* Records the products node: UV[0] = U, UV[1] = V. */
+static bool ep_record(tg_tape *t, const ea_state *es, tgi_value *x, tgi_value *p, tgi_value *w1, const int32_t *perm,
+                      tgi_value **UV) {
+  ep_state *e = tgi_scratch_h(t, sizeof *e);
+  if (!e) return false;
+  *e = (ep_state){.n = es->g->Nk,
+                  .dim = es->dim,
+                  .Fx = (int)es->Fs,
+                  .ows = (size_t)es->dim * 16,
+                  .owd = (size_t)(es->dim + es->Fs) * 16,
+                  .perm = perm};
+  const int64_t shape[2] = {e->n, 16};
+  tgi_value *U = tgi_result(t, TG_F32, 2, shape), *V = U ? tgi_result(t, TG_F32, 2, shape) : NULL;
+  float *pu = V ? tgi_write_d(t, U) : NULL, *pv = pu ? tgi_write_d(t, V) : NULL;
+  if (!pv || !ep_run(t, e, x, p, w1, pu, pv, 0)) return false;
+  tgi_value *in[3] = {x, p, w1}, *out[2] = {U, V};
+  tgi_node *n = tgi_record(t, &cap_ep, 3, in, 2, out);
+  if (n) n->aux = e;
+  UV[0] = U, UV[1] = V;
+  return t->status == TG_OK;
+}
+
+/* Records the rows node: values in the new numbering. */
+static tgi_value *rows_record(tg_tape *t, tgi_value *v, const int32_t *perm) {
+  ep_state *e = tgi_scratch_h(t, sizeof *e);
+  if (!e) return NULL;
+  *e = (ep_state){.n = v->shape[0], .cols = v->shape[1] * v->shape[2], .perm = perm};
+  tgi_value *y = tgi_result(t, TG_F32, 3, v->shape);
+  const float *px = y ? tgi_read_d(t, v) : NULL;
+  float *py = px ? tgi_write_d(t, y) : NULL;
+  if (!py) return NULL;
+  tg_status s = cuda_rows_permute(TGI_STREAM(t), e->n, e->cols, perm, px, py, 0);
+  if (s) return tgi_fail_cuda(t, s, "renumbering the value rows"), NULL;
+  tgi_value *in[1] = {v}, *out[1] = {y};
+  tgi_node *n = tgi_record(t, &cap_rows, 1, in, 1, out);
+  if (n) n->aux = e;
+  return t->status == TG_OK ? y : NULL;
+}
+
+/* A second sweep through an edge node whose first one wrote dvalues over the renumbered values:
+ * the rows renumbered again from the rows node's input. */
+static bool rows_redo(tg_tape *t, tgi_value *y) {
+  const tgi_node *n = y->producer >= 0 ? &t->nodes[y->producer] : NULL;
+  if (!n || n->cap != &cap_rows)
+    return tgi_fail(t, TG_ERR_INTERNAL, "recomputing renumbered rows that no rows node produced"), false;
+  const ep_state *e = n->aux;
+  const float *px = tgi_read_d(t, tgi_in(t, n, 0));
+  if (!px) return false;
+  tg_status s = cuda_rows_permute(TGI_STREAM(t), e->n, e->cols, e->perm, px, y->data.d, 0);
+  if (s) return tgi_fail_cuda(t, s, "renumbering the value rows"), false;
+  y->flags &= ~TGI_SPENT;
+  return true;
+}
+#endif
+
 /* ------------------------------------------------------------ backward (HOST, CUDA_FUSED) */
 
 #ifdef TIGA_HAVE_CUDA
@@ -183,6 +323,14 @@ static tgc_edge_inputs dev_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype
  * again from x_src and w1 (its matmul node's inputs, which the sweep's version check covers), the
  * geometry folded in again when the forward folded it; then U reads as in the forward. */
 static bool ea_redo_U(tg_tape *t, const tgi_node *n, const ea_state *es, tgi_value *U) {
+  if (es->own) { /* U from the products node: U (alone) computed again from its inputs */
+    const tgi_node *pn = U->producer >= 0 ? &t->nodes[U->producer] : NULL;
+    if (!pn || pn->cap != &cap_ep)
+      return tgi_fail(t, TG_ERR_INTERNAL, "recomputing per-node products that no products node produced"), false;
+    if (!ep_run(t, pn->aux, tgi_in(t, pn, 0), tgi_in(t, pn, 1), tgi_in(t, pn, 2), U->data.d, NULL, 1)) return false;
+    U->flags &= ~TGI_SPENT;
+    return true;
+  }
   if (tgi_matmul_redo(t, U)) return false;
   if (es->fold) {
     const float *ps = tgi_read_d(t, in_of(t, n, es, IN_PS)), *w1 = tgi_read_d(t, in_of(t, n, es, IN_W1));
@@ -214,7 +362,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   if (n->cap->provider == TG_PROVIDER_HOST) {
     host_graph hg;
     const void *gy = tgi_grad_h(t, out);
-    if (!gy || !gather_ptrs(t, n, es, false, true, -1, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
+    if (!gy || !gather_ptrs(t, n, es, false, true, 0, &p) || !tgi_graph_host(t, st, &hg)) return t->status;
     host_edge_grads d = {.U = p.grad[IN_U],
                          .V = p.grad[IN_V],
                          .ps = p.grad[IN_PS],
@@ -239,10 +387,25 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
    * through this recording computes U again first, ea_redo_U) */
   tgi_value *U = in_of(t, n, es, IN_U);
   if (U && (U->flags & TGI_SPENT) && !ea_redo_U(t, n, es, U)) return t->status; /* a second sweep */
+  if (es->perm && (vals->flags & TGI_SPENT) && !rows_redo(t, vals)) return t->status;
   bool over = U && tgi_grad_over_ok(t, U);
+  /* renumbered: the values' rows are the rows node's own result, read last by the source pass, which
+   * then writes their gradient over them (values_over: the lane kernels) */
+  const bool vover = es->perm && tgi_grad_over_ok(t, vals);
   const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
-  if (!gy || !po || !gather_ptrs(t, n, es, true, true, over ? IN_U : -1, &p)) return t->status;
+  if (!gy || !po || !gather_ptrs(t, n, es, true, true, (over ? 1u << IN_U : 0) | (vover ? 1u << IN_VALUES : 0), &p))
+    return t->status;
   if (over) p.grad[IN_U] = (void *)(uintptr_t)p.in[IN_U]; /* confirmed below */
+  if (vover) p.grad[IN_VALUES] = (void *)(uintptr_t)p.in[IN_VALUES];
+  if (es->perm && !((uintptr_t)gy % 16 == 0)) { /* the lane kernels read dout rows as vectors */
+    const size_t bytes = (size_t)(st->Nq * st->H * st->F) * sizeof(float);
+    void *c = tgi_scratch_d(t, bytes);
+    char msg[TGI_MSG_CAP];
+    tg_status cs = c ? tgi_device_d2d(tgi_dev(t), c, gy, bytes, msg) : TG_OK;
+    if (!c) return t->status;
+    if (cs) return tgi_fail(t, cs, "%s", msg), cs;
+    gy = c;
+  }
   tgc_edge_inputs di = dev_inputs(es, &p, dt);
   tgc_edge_grads d = {.U = p.grad[IN_U],
                       .V = p.grad[IN_V],
@@ -274,8 +437,14 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   /* per-source sums (dU, dvalues, dpos_src) walk the transpose */
   bool per_source = d.U || d.values || d.ps;
   tgc_csr cg;
-  if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg)) return t->status;
+  if (es->perm)
+    cg = es->rcsr;
+  else if (!tgi_rel_dev_csr(t, st->rel, per_source, &cg))
+    return t->status;
   tgc_edge_attn a = dev_attn(es, dt);
+  if (es->perm && per_source) { /* dout in the new numbering, for the source pass */
+    if (!(a.dout_new = tgi_scratch_d(t, (size_t)(st->Nq * st->H * st->F) * sizeof(float)))) return t->status;
+  }
   size_t wb = cuda_edge_attention_backward_workspace(&cg, &a);
   size_t fb = gwp ? cuda_edge_unfold_workspace(es->dim, (int)es->hid) : 0;
   void *ws = wb ? tgi_scratch_d(t, wb) : NULL, *fws = fb ? tgi_scratch_d(t, fb) : NULL;
@@ -284,6 +453,8 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     return t->status; /* kernels that read U later: dU gets its own buffer */
   if (over && !tgi_grad_d_over(t, U)) return t->status;
   d.U_over = over;
+  if (vover && !tgi_grad_d_over(t, vals)) return t->status;
+  d.values_over = vover;
   /* pos_src and pos_dst the same value: the kernels get distinct buffers (dpd into zeroed scratch,
    * added back after), whatever order they write them in */
   float *gpd2 = NULL;
@@ -529,14 +700,56 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));
-  /* the per-node feature products, recorded under the tape's provider */
-  const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
-  tg_id U = a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
-  tg_id V = a[IN_V] ? tg_matmul(t, x_dst, w1_rows(t, w1, din, es->dim + es->Fs, es->Fd, es->hid)) : TG_ABSENT;
-  if (t->status) return TG_NO_ID;
-  t->cur_op = name; /* the sub-ops named themselves */
-  if (a[IN_U] && !(a[IN_U] = tgi_arg(t, "x_src . w1_src", U))) return TG_NO_ID;
-  if (a[IN_V] && !(a[IN_V] = tgi_arg(t, "x_dst . w1_dst", V))) return TG_NO_ID;
+  /* Self attention at hidden 16 (the fold's case with one feature value x of at most 8 columns and
+   * one position value on both sides, no edge features): the per-node products come from one
+   * edge_attention_products node (U = x ws + p wp, V = x wd - p wp in one pass over the nodes; its
+   * backward one pass for x, p and w1) instead of two tg_matmul nodes, the fold and the unfold.
+   * TIGA_EA_OWN=0 turns it off (tests of both paths, the bench). On it, when the lane kernels take
+   * the call (H * F in 4 / 8 / 16, H <= 4), without dropout or lse_out, and the gathered rows reach
+   * 16 MiB (the schedule's rule), the graph is renumbered in its locality order
+   * (tgi_rel_dev_renum): U and V come out in the new order, the values are renumbered by a
+   * rows_renumbered node, and the kernels run on the renumbered CSR, writing out and reading dout
+   * at the old row indices. Measured (run_s14f.sh, step ms at 400k, H 1 / H 4): matmuls + fold
+   * 1.007 / 1.630, products 0.958 / 1.577, products renumbered 0.883 / 1.387; at 100k (no
+   * renumbering by the rule) 0.321 / 0.433 -> 0.283 / 0.394 (run_s14b.sh, run_s14f.sh). The
+   * graph renumbered before the call instead (run_s14e.sh: the data in that order, nothing to map
+   * at the boundary) reaches 0.78 - 0.81 / 1.28 - 1.32: the rest is the scattered row accesses at
+   * the old indices (out, dout, x, positions and their gradients). TIGA_EA_RENUM=0 / 1: off / on
+   * wherever it can run. */
+  const char *own_env = getenv("TIGA_EA_OWN");
+  es->own = es->fold && a[IN_U] == a[IN_V] && a[IN_PS] == a[IN_PD] && a[IN_U] != a[IN_PS] && es->Fe == 0 &&
+            es->Fs <= 8 && !(own_env && !strcmp(own_env, "0"));
+#ifdef TIGA_HAVE_CUDA
+  if (es->own) {
+    const char *rn_env = getenv("TIGA_EA_RENUM");
+    const int64_t hf = st->H * st->F;
+    const bool lanes = es->lanes >= 0 && (st->H == 1 || st->H == 2 || st->H == 4) && (hf == 4 || hf == 8 || hf == 16);
+    const bool big = st->Nk * (es->hid + hf) * (int64_t)sizeof(float) >= ((int64_t)16 << 20);
+    const bool want = rn_env && *rn_env ? strcmp(rn_env, "0") != 0 : big;
+    if (lanes && want && o.dropout_keep >= 1 && !o.lse_out && tgi_rel_dev_renum(st->rel, &es->perm, &es->rcsr)) {
+      /* kept */
+    } else {
+      es->perm = NULL;
+    }
+    tgi_value *uv[2];
+    if (!ep_record(t, es, a[IN_U], a[IN_PS], a[IN_W1], es->perm, uv)) return TG_NO_ID;
+    if (es->perm && !(a[IN_VALUES] = rows_record(t, a[IN_VALUES], es->perm))) return TG_NO_ID;
+    a[IN_U] = uv[0], a[IN_V] = uv[1];
+    a[IN_PS] = a[IN_PD] = a[IN_W1] = NULL; /* the kernels read neither: dim 0, no edge features */
+    es->fold = false;
+  } else {
+#endif
+    /* the per-node feature products, recorded under the tape's provider */
+    const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
+    tg_id U = a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
+    tg_id V = a[IN_V] ? tg_matmul(t, x_dst, w1_rows(t, w1, din, es->dim + es->Fs, es->Fd, es->hid)) : TG_ABSENT;
+    if (t->status) return TG_NO_ID;
+    t->cur_op = name; /* the sub-ops named themselves */
+    if (a[IN_U] && !(a[IN_U] = tgi_arg(t, "x_src . w1_src", U))) return TG_NO_ID;
+    if (a[IN_V] && !(a[IN_V] = tgi_arg(t, "x_dst . w1_dst", V))) return TG_NO_ID;
+#ifdef TIGA_HAVE_CUDA
+  }
+#endif
 
   tgi_value *in[N_IN];
   uint32_t nin = 0;
@@ -575,7 +788,8 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
       if (a[k] && !(ptr.in[k] = tgi_read_d(t, a[k]))) return TG_NO_ID;
     void *po = tgi_write_d(t, out);
     float *pl = lse ? tgi_write_d(t, lse) : tgi_scratch_d(t, (size_t)nl * sizeof *pl);
-    if (!po || !pl || !tgi_rel_dev_csr(t, st->rel, false, &cg)) return TG_NO_ID;
+    if (es->perm) cg = es->rcsr;
+    if (!po || !pl || (!es->perm && !tgi_rel_dev_csr(t, st->rel, false, &cg))) return TG_NO_ID;
     if (es->fold) { /* U and V are this call's own products, read by this node alone */
       float *Uw = tgi_write_d(t, a[IN_U]), *Vw = tgi_write_d(t, a[IN_V]);
       if (!Uw || !Vw) return TG_NO_ID;
@@ -597,7 +811,7 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     const int64_t kv = st->Nk * ((a[IN_U] ? es->hid : 0) + hf) * esz,
                   qo = st->Nq * ((a[IN_V] ? es->hid : 0) + hf) * esz;
     const bool big = kv >= ((int64_t)16 << 20) || qo >= ((int64_t)16 << 20);
-    if (or_env && *or_env ? strcmp(or_env, "0") != 0 : big) tgi_rel_dev_order(st->rel, &es->ro, &es->so);
+    if (!es->perm && (or_env && *or_env ? strcmp(or_env, "0") != 0 : big)) tgi_rel_dev_order(st->rel, &es->ro, &es->so);
     tgc_edge_inputs di = dev_inputs(es, &ptr, dt);
     tgc_edge_attn da = dev_attn(es, dt);
     tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);

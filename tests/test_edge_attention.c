@@ -961,14 +961,19 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
      * (TIGA_EA_LANES=1 / 2) and with the lane kernels off (=0: the packed kernels). */
     const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0 && c->hid == 16;
     const int lanes = lanes_case(c);
-    static const char *const lanes_env[6] = {NULL, NULL, NULL, "0", "1", "2"};
-    for (int q = 0; q < 6; q++) {
-      if ((q == 2 && !foldable) || (q >= 3 && !lanes)) continue;
+    /* the self cases that fold run on the edge_attention_products node by default; variant 6
+     * (TIGA_EA_OWN=0) runs them on the matmul + fold path */
+    const int own = foldable && c->self && c->Fs <= 8 && c->Fe == 0;
+    static const char *const lanes_env[7] = {NULL, NULL, NULL, "0", "1", "2", NULL};
+    for (int q = 0; q < 7; q++) {
+      if ((q == 2 && !foldable) || ((q >= 3 && q <= 5) && !lanes) || (q == 6 && !own)) continue;
       ea_cfg cf = {q == 1 ? TG_PROVIDER_CUDA_COMPOSED : TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
       if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
+      if (q == 6) setenv("TIGA_EA_OWN", "0", 1);
       if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
       run_tape(crt, &cf, c, &g, &d, &r);
       unsetenv("TIGA_EA_FOLD");
+      unsetenv("TIGA_EA_OWN");
       unsetenv("TIGA_EA_LANES");
       snprintf(what, sizeof what, "%s%s%s%s f32 vs HOST f64 (%s)", tg_provider_name(cf.prov),
                q == 2                           ? " unfolded"
@@ -977,7 +982,8 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
                q == 0 && lanes ? " lanes by size" : "",
                q >= 3 ? (q == 3   ? " packed"
                          : q == 4 ? " 1 lane"
-                                  : " 2 lanes")
+                         : q == 5 ? " 2 lanes"
+                                  : " matmul + fold")
                       : "",
                cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
@@ -1204,7 +1210,7 @@ Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
     tg_tape_explain(t, buf, sizeof buf, NULL);
     cr_log_info("%s", buf);
     snprintf(want, sizeof want, " saved=%lld ", (long long)(c.H * g.nq * 4));
-    const char *line = strstr(buf, "edge_attention");
+    const char *line = strstr(buf, "edge_attention ");
     cr_expect(line && strstr(line, want) && strstr(line, " fused geometry-folded"),
               "%s: FUSED (geometry folded: f32, hidden 16, positions, x_src and x_dst) saves lse f32 [H, Nq] (%s): %s",
               tg_provider_name(ps[q]), want, buf);
@@ -1279,7 +1285,7 @@ Test(edge_attention_cuda, locality_schedule_same_results) {
       cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
       char buf[16384];
       tg_tape_explain(t, buf, sizeof buf, NULL);
-      const char *line = strstr(buf, "edge_attention");
+      const char *line = strstr(buf, "edge_attention ");
       const int sched = line && strstr(line, " scheduled");
       cr_expect(sched == (q == 0), "%s (%s): the explain line %s say \"scheduled\": %s", cs,
                 q ? "TIGA_EA_ORDER=0" : "schedule on", q ? "must not" : "must", buf);
@@ -1360,8 +1366,8 @@ Test(edge_attention_cuda, slice_kernels_match_host_f64) {
  * written over U's storage by the lane and slice kernels (sources without edges included: their dU
  * is 0, not U), against HOST f64 on the same program; then a second backward through the same
  * recording, which computes U again, doubles every leaf gradient. */
-static ea_graph graph_no_out_edges(int64_t n, uint64_t seed) {
-  ea_graph g = graph_random(n, n, 0.05, seed);
+static ea_graph graph_no_out_edges_d(int64_t n, double density, uint64_t seed) {
+  ea_graph g = graph_random(n, n, density, seed);
   int64_t e = 0;
   for (int64_t i = 0; i < n; i++) { /* sources 3 and n - 1 lose every edge (the hub row's too) */
     const int64_t b = g.rp[i], end = g.rp[i + 1];
@@ -1372,9 +1378,11 @@ static ea_graph graph_no_out_edges(int64_t n, uint64_t seed) {
   g.rp[n] = g.E = e;
   return g;
 }
+static ea_graph graph_no_out_edges(int64_t n, uint64_t seed) { return graph_no_out_edges_d(n, 0.05, seed); }
 
 typedef struct view_run {
   double *y, *g[6]; /* gradients of pos, x, w1, b1, w2, b2 */
+  int renumbered;   /* the explain line of the edge node says "renumbered" */
 } view_run;
 
 static tg_id view_program(tg_tape *t, const tg_relation *rel, const tg_id *leaf, int64_t n, int64_t H, int64_t F) {
@@ -1412,6 +1420,13 @@ static void view_case(tg_runtime *rt, tg_provider p, tg_dtype dt, const ea_graph
   cr_assert_neq(y, TG_NO_ID, "%s", tg_tape_error(t));
   tg_id loss = tg_sum(t, tg_mul(t, y, Ri));
   cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "%s", tg_tape_error(t));
+  {
+    static char buf[1 << 15];
+    tg_tape_explain(t, buf, sizeof buf, NULL);
+    const char *line = strstr(buf, "edge_attention "), *end = line ? strchr(line, '\n') : NULL;
+    const char *rn = line ? strstr(line, " renumbered") : NULL;
+    r->renumbered = rn && (!end || rn < end);
+  }
   r->y = malloc((size_t)ny * sizeof(double));
   ts_read(t, y, r->y, ny);
   for (int k = 0; k < 6; k++) {
@@ -1461,6 +1476,57 @@ Test(edge_attention_cuda, values_view_and_dU_over_U) {
     free(h.y), free(c.y);
     for (int k = 0; k < 6; k++)
       free(h.g[k]), free(c.g[k]);
+    graph_free(&g);
+  }
+  tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* The renumbered graph (ops/edge_attention.c: the hidden-16 self-attention path on the lane
+ * kernels; relations of >= 4096 rows with a locality order; forced by TIGA_EA_RENUM=1, these
+ * graphs being below the 16 MiB rule): values = reshape(x) on a 4999-node graph with a hub row,
+ * an empty row and two sources without edges, at (H, F) = (1, 8), (4, 2), (2, 4), against HOST
+ * f64 — and against the same call not renumbered (TIGA_EA_RENUM=0): out is the same bits (every
+ * node's products and every row's edge order are the same), the gradients agree to rounding (the
+ * per-source sums run in the new row order). view_case's second sweep recomputes the renumbered
+ * U and value rows (both overwritten by their gradients) and must double every leaf gradient. */
+Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
+  static const int64_t cfg[3][2] = {{1, 8}, {4, 2}, {2, 4}}; /* H, F */
+  static const char *const NM[6] = {"pos", "x", "w1", "b1", "w2", "b2"};
+  const int64_t n = 4999;
+  for (int q = 0; q < 3; q++) {
+    ea_graph g = graph_no_out_edges_d(n, 12.0 / (double)n, 60 + (uint64_t)q);
+    const int64_t H = cfg[q][0], F = cfg[q][1], fs = H * F, hid = 16;
+    view_run h, c[2];
+    view_case(hrt, TG_PROVIDER_HOST, TG_F64, &g, hid, H, F, &h);
+    for (int v = 0; v < 2; v++) {
+      setenv("TIGA_EA_RENUM", v ? "0" : "1", 1);
+      view_case(crt, TG_PROVIDER_CUDA_FUSED, TG_F32, &g, hid, H, F, &c[v]);
+      unsetenv("TIGA_EA_RENUM");
+    }
+    char what[160];
+    snprintf(what, sizeof what, "renumbered, values = reshape(x), H %lld F %lld, CUDA_FUSED vs HOST f64", (long long)H,
+             (long long)F);
+    cr_expect(c[0].renumbered && !c[1].renumbered,
+              "%s: the edge node says \"renumbered\" with TIGA_EA_RENUM=1 (%d) and not with =0 (%d)", what,
+              c[0].renumbered, c[1].renumbered);
+    const int64_t cnt[6] = {n * 3, n * fs, (3 + 2 * fs) * hid, hid, hid * H, H};
+    expect_close(what, "out", c[0].y, h.y, n * fs, 1e-4, 1e-5);
+    double w2s = 0;
+    for (int64_t i = 0; i < cnt[4]; i++)
+      w2s = fmax(w2s, fabs(h.g[4][i]));
+    for (int k = 0; k < 6; k++)
+      expect_close_floor(what, NM[k], c[0].g[k], h.g[k], cnt[k], 1e-4, 1e-5, k == 5 ? w2s : 0);
+    int64_t dy = 0;
+    for (int64_t i = 0; i < n * fs; i++)
+      dy += memcmp(&c[0].y[i], &c[1].y[i], sizeof(double)) != 0;
+    cr_expect(dy == 0, "%s: renumbered and not differ in %lld outputs", what, (long long)dy);
+    snprintf(what, sizeof what, "renumbered vs not, H %lld F %lld", (long long)H, (long long)F);
+    for (int k = 0; k < 6; k++)
+      expect_close_floor(what, NM[k], c[0].g[k], c[1].g[k], cnt[k], 1e-5, 1e-6, k == 5 ? w2s : 0);
+    free(h.y), free(c[0].y), free(c[1].y);
+    for (int k = 0; k < 6; k++)
+      free(h.g[k]), free(c[0].g[k]), free(c[1].g[k]);
     graph_free(&g);
   }
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
