@@ -130,16 +130,21 @@ __global__ void k_unfold_wsum(int nparts, int nt, const double *part, float *gwp
 }
 
 // ---------------------------------------------------------------- per-node products (self attention)
+// The products' weights [wp; ws; wd] (dim + 2 Fx rows of 16) into shared memory w, by the block.
+__device__ __forceinline__ void load_pw(float *w, int dim, int Fx, const float *wp, const float *ws, const float *wd) {
+  for (int t = threadIdx.x; t < (dim + 2 * Fx) * kUfHid; t += blockDim.x) {
+    const int r = t / kUfHid, k = t % kUfHid;
+    w[t] = r < dim ? wp[r * kUfHid + k] : r < dim + Fx ? ws[(r - dim) * kUfHid + k] : wd[(r - dim - Fx) * kUfHid + k];
+  }
+}
+
 // cuda_edge_products: thread (node a, 4 units): U[a] and V[a] quads from x[m] and p[m] (m = perm[a]
 // or a), the weights in shared memory.
 constexpr int kPrThreads = 256, kPrMaxFx = 8;
 __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p,
                            const float *wp, const float *ws, const float *wd, float *U, float *V, int u_only) {
   __shared__ alignas(16) float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
-  for (int t = threadIdx.x; t < (dim + 2 * Fx) * kUfHid; t += blockDim.x) {
-    const int r = t / kUfHid, k = t % kUfHid;
-    w[t] = r < dim ? wp[r * kUfHid + k] : r < dim + Fx ? ws[(r - dim) * kUfHid + k] : wd[(r - dim - Fx) * kUfHid + k];
-  }
+  load_pw(w, dim, Fx, wp, ws, wd);
   __syncthreads();
   const int64_t t = (int64_t)blockIdx.x * kPrThreads + threadIdx.x, a = t >> 2;
   if (a >= n) return;
@@ -187,10 +192,7 @@ __global__ void __launch_bounds__((kMaxFoldDim + 2 * kPrMaxFx) * 32, 1)
                    const float *ws, const float *wd, const float *dU, const float *dV, float *gx, float *gp,
                    double *part) {
   __shared__ float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
-  for (int t = threadIdx.x; t < (dim + 2 * Fx) * kUfHid; t += blockDim.x) {
-    const int r = t / kUfHid, k = t % kUfHid;
-    w[t] = r < dim ? wp[r * kUfHid + k] : r < dim + Fx ? ws[(r - dim) * kUfHid + k] : wd[(r - dim - Fx) * kUfHid + k];
-  }
+  load_pw(w, dim, Fx, wp, ws, wd);
   __syncthreads();
   const int c = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31; // c warp-uniform
   const int role = c < dim ? 0 : c < dim + Fx ? 1 : 2, f = role == 1 ? c - dim : c - dim - Fx;

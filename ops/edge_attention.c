@@ -726,11 +726,8 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     const bool lanes = es->lanes >= 0 && (st->H == 1 || st->H == 2 || st->H == 4) && (hf == 4 || hf == 8 || hf == 16);
     const bool big = st->Nk * (es->hid + hf) * (int64_t)sizeof(float) >= ((int64_t)16 << 20);
     const bool want = rn_env && *rn_env ? strcmp(rn_env, "0") != 0 : big;
-    if (lanes && want && o.dropout_keep >= 1 && !o.lse_out && tgi_rel_dev_renum(st->rel, &es->perm, &es->rcsr)) {
-      /* kept */
-    } else {
+    if (!(lanes && want && o.dropout_keep >= 1 && !o.lse_out && tgi_rel_dev_renum(st->rel, &es->perm, &es->rcsr)))
       es->perm = NULL;
-    }
     tgi_value *uv[2];
     if (!ep_record(t, es, a[IN_U], a[IN_PS], a[IN_W1], es->perm, uv)) return TG_NO_ID;
     if (es->perm && !(a[IN_VALUES] = rows_record(t, a[IN_VALUES], es->perm))) return TG_NO_ID;
