@@ -2,7 +2,7 @@
 """PyTorch baseline of examples/train_pointcloud: the same two-layer edge-MLP attention model, one full
 training step (forward + backward + Adam) timed, eager and torch.compile.
 
-  python3 bench/pointcloud_torch.py [--sizes 100k,400k] [--degree 17] [--no-compile] [--device cuda|cpu]
+  python3 bench/pointcloud_torch.py [--sizes 100k,400k] [--degree 17] [--heads 4] [--no-compile] [--device cuda|cpu]
   python3 bench/pointcloud_torch.py --device cpu --sizes 512 --degree 7 --train 200     losses, no GPU
 
 Model and data (examples/pointcloud.h has the exact statement; plain torch, no PyG):
@@ -10,8 +10,9 @@ Model and data (examples/pointcloud.h has the exact statement; plain torch, no P
   |p_i - p_j| < r (bench/graph_torch.py's brute-force builder; tiga uses <=, the same graph unless a
   distance equals r exactly); x [N, 8] standard normal; target t_i = sum_j softmax_j(-4 |p_j - p_i|^2 / r^2)
   x_j[0:3] (float64, then f32); q = p / r.
-  layer (h: [N, d]):  v = h Wv [N, 4, d'/4];  a = edge_attention(q, h, v; W1 [3+2d, 64], b1, W2 [64, 4], b2);
+  layer (h: [N, d]):  v = h Wv [N, H, 64/H];  a = edge_attention(q, h, v; W1 [3+2d, 64], b1, W2 [64, H], b2);
                       h' = elu(a [N, 64] + h Ws + bs)
+  H heads (--heads, 4; train_pointcloud --heads; 1 is the seed's scalar score network),
   two layers (d = 8, then 64), y = h Wo + bo [N, 3], loss = mean((y - t)^2); Adam (lr 5e-3). Gradients
   to p, x and every weight. Initialisation: xavier-uniform matrices, zero biases (not tiga's Philox
   stream: the same distributions, not the same numbers).
@@ -64,7 +65,7 @@ def make_data(torch, n, degree, dev, seed=0):
     return p, x, t, r, row, col
 
 
-def make_params(torch, dev, seed=1):
+def make_params(torch, dev, heads, seed=1):
     g = torch.Generator(device="cpu").manual_seed(seed)
 
     def xavier(a, b):
@@ -73,12 +74,12 @@ def make_params(torch, dev, seed=1):
     layers = []
     for din in (F_IN, HIDDEN):
         layers.append(dict(w1=xavier(3 + 2 * din, HIDDEN), b1=torch.zeros(HIDDEN, device=dev),
-                           w2=xavier(HIDDEN, HEADS), b2=torch.zeros(HEADS, device=dev),
+                           w2=xavier(HIDDEN, heads), b2=torch.zeros(heads, device=dev),
                            wv=xavier(din, HIDDEN), ws=xavier(din, HIDDEN), bs=torch.zeros(HIDDEN, device=dev)))
     return layers, xavier(HIDDEN, 3), torch.zeros(3, device=dev)
 
 
-def loss_fn(torch, n, r):
+def loss_fn(torch, n, r, heads):
     Fn = torch.nn.functional
 
     def f(p, x, t, row, col, *ps):
@@ -86,7 +87,7 @@ def loss_fn(torch, n, r):
         h = x
         for l in range(2):
             w1, b1, w2, b2, wv, ws, bs = ps[7 * l:7 * l + 7]
-            v = (h @ wv).view(n, HEADS, -1)
+            v = (h @ wv).view(n, heads, -1)
             a = edge_attention(torch, q, h, h, v, w1, b1, w2, b2, row, col, n).reshape(n, -1)
             h = Fn.elu(a + h @ ws + bs)
         return (h @ ps[14] + ps[15] - t).square().mean()
@@ -94,10 +95,10 @@ def loss_fn(torch, n, r):
     return f
 
 
-def build(torch, n, degree, dev, mode, freeze=False, data=None):
+def build(torch, n, degree, dev, mode, heads=HEADS, freeze=False, data=None):
     """(step() -> loss tensor, first-call check or None, data)."""
     p, x, t, r, row, col = data or make_data(torch, n, degree, dev)
-    layers, wo, bo = make_params(torch, dev)
+    layers, wo, bo = make_params(torch, dev, heads)
     ps = [L[k] for L in layers for k in ("w1", "b1", "w2", "b2", "wv", "ws", "bs")] + [wo, bo]
     score = {id(L[k]) for L in layers for k in ("w1", "b1", "w2", "b2")}
     train = [w for w in ps if not (freeze and id(w) in score)]
@@ -105,7 +106,7 @@ def build(torch, n, degree, dev, mode, freeze=False, data=None):
         w.requires_grad_(True)
     p = p.clone().requires_grad_(True)
     x = x.clone().requires_grad_(True)
-    f = loss_fn(torch, n, r)
+    f = loss_fn(torch, n, r, heads)
     check = None
     if mode == "compile":
         torch._dynamo.reset()
@@ -159,6 +160,7 @@ def main(argv=None):
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--sizes", default="100k,400k", help="comma list of point counts (512, 100k, 400k, ...)")
     ap.add_argument("--degree", type=float, default=17.0, help="expected neighbours (sets the cutoff)")
+    ap.add_argument("--heads", type=int, default=HEADS, help="attention heads H (dividing 64; 64 / H features each)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile rows")
     ap.add_argument("--train", type=int, default=0, metavar="K", help="also K steps trained vs score frozen")
     ap.add_argument("--warmup", type=int, help="warm-up steps (default 5 on cuda, 1 on cpu)")
@@ -167,6 +169,8 @@ def main(argv=None):
     cuda = a.device == "cuda"
     a.warmup = a.warmup if a.warmup is not None else (5 if cuda else 1)
     a.reps = a.reps if a.reps is not None else (20 if cuda else 3)
+    if a.heads < 1 or HIDDEN % a.heads:
+        ap.error(f"--heads {a.heads}: must divide {HIDDEN}")
 
     import torch
 
@@ -176,7 +180,7 @@ def main(argv=None):
         return 2
     dev = a.device
     name = torch.cuda.get_device_name() if cuda else f"cpu ({torch.get_num_threads()} threads)"
-    print(f"pointcloud_torch: torch {torch.__version__}, {name}", flush=True)
+    print(f"pointcloud_torch: torch {torch.__version__}, {name}, H {a.heads}", flush=True)
     rows, trains = [], []
     for s in a.sizes.split(","):
         n = parse_size(s)
@@ -187,7 +191,7 @@ def main(argv=None):
         for mode in ["eager"] + ([] if a.no_compile else ["compile"]):
             try:
                 t0 = time.perf_counter()
-                step, check, _ = build(torch, n, a.degree, dev, mode, data=data)
+                step, check, _ = build(torch, n, a.degree, dev, mode, heads=a.heads, data=data)
                 if check is not None:
                     print(f"  compiled in {time.perf_counter() - t0:.1f} s", flush=True)
                     err = abs(check[0] - check[1]) / max(abs(check[1]), 1e-30)
@@ -199,7 +203,8 @@ def main(argv=None):
             except torch.cuda.OutOfMemoryError:
                 ms, pk, losses = float("nan"), None, [float("nan")]
                 print(f"  {n} {mode}: out of memory", flush=True)
-            rows.append(dict(nodes=n, edges=E, degree=a.degree, mode=mode, ms=ms, peak_mib=pk, loss_last=losses[-1]))
+            rows.append(dict(nodes=n, edges=E, degree=a.degree, heads=a.heads, mode=mode, ms=ms, peak_mib=pk,
+                             loss_last=losses[-1]))
             pks = "-" if pk is None else f"{pk:.0f}"
             print(f"  {n} {mode}: {ms:.3f} ms/step, peak {pks} MiB, loss {losses[0]:.4f} -> {losses[-1]:.4f}",
                   flush=True)
@@ -209,7 +214,7 @@ def main(argv=None):
         if a.train > 0:
             final = []
             for freeze in (False, True):
-                step, _, _ = build(torch, n, a.degree, dev, "eager", freeze=freeze, data=data)
+                step, _, _ = build(torch, n, a.degree, dev, "eager", heads=a.heads, freeze=freeze, data=data)
                 ls = [step().item() for _ in range(a.train)]
                 k = min(10, len(ls))
                 final.append(sum(ls[-k:]) / k)
