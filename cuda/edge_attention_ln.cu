@@ -38,6 +38,14 @@ template <int H> __device__ void load_lnw(LnW<H> &w, const Args &a) {
   if (threadIdx.x < H) w.b2[threadIdx.x] = b2 ? b2[threadIdx.x] : 0.f;
 }
 
+// The weights at an address the compiler cannot prove loop-invariant (an asm zero per call): read
+// from shared memory at each use instead of hoisted into registers (the FR kernels: fewer registers).
+template <class T> __device__ __forceinline__ const T &fresh(const T &w) {
+  unsigned z;
+  asm volatile("mov.u32 %0, 0;" : "=r"(z));
+  return *reinterpret_cast<const T *>(reinterpret_cast<const char *>(&w) + z);
+}
+
 // A node's 16 feature-product units (NULL: zeros).
 __device__ __forceinline__ void ld16(const void *base, int64_t n, float (&x)[kLnHid]) {
   if (!base) {
@@ -96,7 +104,8 @@ template <int H, int HF> struct LnI {
 };
 
 // MB: the minimum resident blocks a SM the registers are capped for (LnFwd::go picks it).
-template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB) k_fwd_ln(const Args a) {
+template <int H, int F, int MB, bool FR, bool DR>
+__global__ void __launch_bounds__(kLnThreads, MB) k_fwd_ln(const Args a) {
   constexpr int HF = H * F;
   __shared__ LnW<H> w;
   load_lnw<H>(w, a);
@@ -122,7 +131,7 @@ template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB
       [&](int64_t j, LnJ<HF> &d) { d.load(a, j); },
       [&](int64_t, int64_t j, const LnJ<HF> &d) {
         float x[kLnHid], s[H];
-        ln_scores<H>(w, a.slope, c, d.u, x, s);
+        ln_scores<H>(FR ? fresh(w) : w, a.slope, c, d.u, x, s);
 #pragma unroll
         for (int h = 0; h < H; ++h) {
           const float mn = fmaxf(m[h], s[h]);
@@ -130,7 +139,7 @@ template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB
           const float p = mn == -INFINITY ? 0.f : __expf(s[h] - mn);
           l[h] = l[h] * sc + p;
           m[h] = mn;
-          const float pw = p * a.drop.w(h, i, j);
+          const float pw = DR ? p * a.drop.w(h, i, j) : p;
 #pragma unroll
           for (int f = 0; f < F; ++f)
             acc[h * F + f] = fmaf(pw, d.v[h * F + f], acc[h * F + f] * sc);
@@ -153,7 +162,8 @@ template <int H, int F, int MB> __global__ void __launch_bounds__(kLnThreads, MB
 // Floats of one weight partial set here (dim 0, Fe 0): db1 [16], dw2 [H][16], db2 [H].
 template <int H> constexpr int ln_p() { return (1 + H) * kLnHid + H; }
 
-template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2 : 1) k_dst_ln(const Args a) {
+template <int H, int F, int MB, bool FR, bool DR>
+__global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
   constexpr int HF = H * F, P = ln_p<H>();
   __shared__ LnW<H> w;
   __shared__ float red[kLnThreads / 32][P];
@@ -207,8 +217,9 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
         a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
         [&](int64_t j, LnJ<HF> &d) { d.load(a, j); },
         [&](int64_t, int64_t j, const LnJ<HF> &d) {
+          const LnW<H> &wl = FR ? fresh(w) : w;
           float x[kLnHid], s[H];
-          ln_scores<H>(w, a.slope, c, d.u, x, s);
+          ln_scores<H>(wl, a.slope, c, d.u, x, s);
           float ds[H];
 #pragma unroll
           for (int h = 0; h < H; ++h) {
@@ -217,7 +228,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
 #pragma unroll
             for (int f = 0; f < F; ++f)
               dp = fmaf(g[h * F + f], d.v[h * F + f], dp);
-            ds[h] = p * (dp * a.drop.w(h, i, j) - D[h]);
+            ds[h] = p * ((DR ? dp * a.drop.w(h, i, j) : dp) - D[h]);
             db2[h] += ds[h];
           }
 #pragma unroll
@@ -225,7 +236,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
             float dz = 0.f;
 #pragma unroll
             for (int h = 0; h < H; ++h)
-              dz = fmaf(ds[h], w.w2[k][h], dz);
+              dz = fmaf(ds[h], wl.w2[k][h], dz);
             rs[k] += x[k] > 0.f ? dz : a.slope * dz;
             const float z = leaky(x[k], a.slope);
 #pragma unroll
@@ -271,7 +282,8 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
   }
 }
 
-template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2 : 1) k_src_ln(const Args a) {
+template <int H, int F, int MB, bool FR, bool DR>
+__global__ void __launch_bounds__(kLnThreads, MB) k_src_ln(const Args a) {
   constexpr int HF = H * F;
   __shared__ LnW<H> w;
   load_lnw<H>(w, a);
@@ -310,15 +322,16 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
           d.ld[h] = a.srcda ? dp2[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
       },
       [&](int64_t, int64_t i, const LnI<H, HF> &d) {
+        const LnW<H> &wl = FR ? fresh(w) : w;
         float c[kLnHid], x[kLnHid], s[H];
 #pragma unroll
         for (int k = 0; k < kLnHid; ++k)
-          c[k] = w.b1[k] + d.c[k];
-        ln_scores<H>(w, a.slope, c, u, x, s);
+          c[k] = wl.b1[k] + d.c[k];
+        ln_scores<H>(wl, a.slope, c, u, x, s);
         float ds[H];
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          const float p = __expf(s[h] - d.ld[h].x), wd = a.drop.w(h, i, j), pw = p * wd;
+          const float p = __expf(s[h] - d.ld[h].x), wd = DR ? a.drop.w(h, i, j) : 1.f, pw = p * wd;
           float dp = 0.f;
 #pragma unroll
           for (int f = 0; f < F; ++f) {
@@ -333,7 +346,7 @@ template <int H, int F> __global__ void __launch_bounds__(kLnThreads, H == 1 ? 2
             float dz = 0.f;
 #pragma unroll
             for (int h = 0; h < H; ++h)
-              dz = fmaf(ds[h], w.w2[k][h], dz);
+              dz = fmaf(ds[h], wl.w2[k][h], dz);
             dU[k] += x[k] > 0.f ? dz : a.slope * dz;
           }
       });
@@ -389,29 +402,80 @@ static unsigned ln_blocks(int64_t n, int G) { return (unsigned)((n * G + kLnThre
 
 // K::go<H, F> launches one kernel family's instance for the call's (H, F).
 // The forward's register cap: 3 blocks a SM at H 1 (80 registers), 2 at H > 1 (128; k_fwd_ln<4, 2>
-// spills 224 B there), except k_fwd_ln<4, 2> below 2^18 rows: one block (180 registers, no spill).
+// spilled 224 B there with its dropout code, 40 B without), except k_fwd_ln<4, 2> below 2^18 rows:
+// one block (180 registers with the dropout code, 141 without; no spill).
 // Measured (run_s12g.sh, step ms two blocks / one): 100k H 4 0.457 / 0.423 and 0.452 / 0.410; 400k
 // 1.569 / 1.583 and 1.550 / 1.610 — where the gathered rows stay in L2 the spills cost more than
 // the occupancy gains; at 400k the misses want the second block.
+// Each kernel is built with and without the dropout code (DR): without it (keep 0 or 1) the Philox
+// draw does not hold registers — ptxas, sm_90, with / without: k_src_ln<1, 8> at two blocks 128
+// registers + 176 B spilled / 122 unspilled, k_src_ln<4, 2> 248 / 192, k_fwd_ln<4, 2> at two blocks
+// 224 / 40 B spilled; steps at 400k 0.883 -> 0.86 ms (H 1), 1.39 -> 1.31 (H 4) (run_s15a.sh).
+template <int H, int F, int MB, bool FR> static void fwd_go(cudaStream_t s, unsigned b, const Args &a) {
+  if (a.drop.on)
+    k_fwd_ln<H, F, MB, FR, true><<<b, kLnThreads, 0, s>>>(a);
+  else
+    k_fwd_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
+}
+template <int H, int F, int MB, bool FR> static void dst_go(cudaStream_t s, unsigned b, const Args &a) {
+  if (a.drop.on)
+    k_dst_ln<H, F, MB, FR, true><<<b, kLnThreads, 0, s>>>(a);
+  else
+    k_dst_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
+}
+template <int H, int F, int MB, bool FR> static void src_go(cudaStream_t s, unsigned b, const Args &a) {
+  if (a.drop.on)
+    k_src_ln<H, F, MB, FR, true><<<b, kLnThreads, 0, s>>>(a);
+  else
+    k_src_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
+}
+
+// At (4, 2) from 2^18 rows the three kernels read the score weights from shared memory at each edge
+// (FR, fresh) and the source pass runs two blocks a SM (128 registers, 140 B spilled, instead of one
+// at 192 unspilled): the step at 400k 1.31 -> 1.245 ms (run_s15a.sh, through a temporary switch,
+// two rounds: 1.319 / 1.309 as before, 1.247 / 1.244 so; fresh weights at the old caps 1.296 /
+// 1.299), while at 100k it is 0.43 -> 0.46 (run_s15b.sh: the rows stay in L2 there and the spills
+// cost more); at H 1 fresh weights measured no faster (0.86 -> 0.88 at 400k). Below 2^18 rows, and
+// for the other (H, F) pairs, the caps below.
+template <int H, int F> constexpr bool ln_big_rule() { return H == 4 && F == 2; }
+static bool ln_big(const Args &a) { return a.nq >= ((int64_t)1 << 18); }
 struct LnFwd {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if constexpr (H == 4 && F == 2) {
-      if (a.nq < ((int64_t)1 << 18)) {
-        k_fwd_ln<H, F, 1><<<b, kLnThreads, 0, s>>>(a);
+    if constexpr (ln_big_rule<H, F>()) {
+      if (ln_big(a)) {
+        fwd_go<H, F, 2, true>(s, b, a);
         return;
       }
     }
-    k_fwd_ln<H, F, H == 1 ? 3 : 2><<<b, kLnThreads, 0, s>>>(a);
+    if constexpr (H == 4 && F == 2) {
+      if (a.nq < ((int64_t)1 << 18)) {
+        fwd_go<H, F, 1, false>(s, b, a);
+        return;
+      }
+    }
+    fwd_go<H, F, H == 1 ? 3 : 2, false>(s, b, a);
   }
 };
 struct LnDst {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_dst_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+    if constexpr (ln_big_rule<H, F>()) {
+      if (ln_big(a)) {
+        dst_go<H, F, 1, true>(s, b, a);
+        return;
+      }
+    }
+    dst_go<H, F, H == 1 ? 2 : 1, false>(s, b, a);
   }
 };
 struct LnSrc {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_src_ln<H, F><<<b, kLnThreads, 0, s>>>(a);
+    if constexpr (ln_big_rule<H, F>()) {
+      if (ln_big(a)) {
+        src_go<H, F, 2, true>(s, b, a);
+        return;
+      }
+    }
+    src_go<H, F, H == 1 ? 2 : 1, false>(s, b, a);
   }
 };
 template <class K> static tg_status launch_ln(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {

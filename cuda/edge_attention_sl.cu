@@ -118,7 +118,8 @@ __device__ __forceinline__ void sl_edge(const Args &a, const SlW<H, UL> &w, cons
   sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
 }
 
-template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
+template <int H, int S, int FQ, int MB, bool DR>
+__global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.lanes;
@@ -150,7 +151,7 @@ template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThr
     const float p = mn == -INFINITY ? 0.f : __expf(sh - mn);
     l[0] = l[0] * sc + p;
     m[0] = mn;
-    const float pw = p * a.drop.w(hq, i, j);
+    const float pw = DR ? p * a.drop.w(hq, i, j) : p;
 #pragma unroll
     for (int f = 0; f < FQ; ++f)
       acc[f] = fmaf(pw, v[f], acc[f] * sc);
@@ -166,7 +167,8 @@ template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThr
   st_n<FQ>(static_cast<float *>(a.out) + i * HF + k * FQ, acc);
 }
 
-template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
+template <int H, int S, int FQ, int MB, bool DR>
+__global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   __shared__ float red[kSlThreads / 32][(kMaxDim + 1 + H) * kSlHid + H];
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
@@ -237,7 +239,7 @@ template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThr
 #pragma unroll
       for (int f = 0; f < FQ; ++f)
         d = fmaf(g[f], v[f], d);
-      d *= a.drop.w(hq, i, j);
+      if (DR) d *= a.drop.w(hq, i, j);
 #pragma unroll
       for (int h = 0; h < H; ++h)
         dpv[h] = h == hq ? d : 0.f;
@@ -329,7 +331,8 @@ template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThr
   }
 }
 
-template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
+template <int H, int S, int FQ, int MB, bool DR>
+__global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
   constexpr int UL = kSlHid / S;
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.slanes;
@@ -383,7 +386,7 @@ template <int H, int S, int FQ, int MB> __global__ void __launch_bounds__(kSlThr
 #pragma unroll
     for (int h = 0; h < H; ++h)
       p[h] = __expf(s[h] - ld[h].x);
-    const float wd = a.drop.w(hq, i, j), pw = pick<H>(p, hq) * wd;
+    const float wd = DR ? a.drop.w(hq, i, j) : 1.f, pw = pick<H>(p, hq) * wd;
     float d = 0.f;
 #pragma unroll
     for (int f = 0; f < FQ; ++f) {
@@ -493,17 +496,26 @@ template <int H, int FQ> constexpr int sl_min_blocks(int pass) {
 }
 struct SlFwd {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0)><<<b, kSlThreads, 0, s>>>(a);
+    if (a.drop.on)
+      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0), true><<<b, kSlThreads, 0, s>>>(a);
+    else
+      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlDst {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1)><<<b, kSlThreads, 0, s>>>(a);
+    if (a.drop.on)
+      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1), true><<<b, kSlThreads, 0, s>>>(a);
+    else
+      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlSrc {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2)><<<b, kSlThreads, 0, s>>>(a);
+    if (a.drop.on)
+      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2), true><<<b, kSlThreads, 0, s>>>(a);
+    else
+      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 template <class K> static tg_status launch_sl(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {
