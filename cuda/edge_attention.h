@@ -146,8 +146,9 @@ size_t cuda_edge_products_workspace(int dim, int Fx);
  *   gx[m, f] += sum_k ws[f, k] dU[a, k] + wd[f, k] dV[a, k]
  *   gp[m, d] += sum_k wp[d, k] (dU[a, k] - dV[a, k])
  *   gws[f, k] += sum_a x[m, f] dU[a, k],  gwd[f, k] += sum_a x[m, f] dV[a, k],
- *   gwp[d, k] += sum_a p[m, d] (dU[a, k] - dV[a, k])     (f64 partials in a fixed order)
- * gx and gp distinct buffers; dU, dV 16-byte aligned. Deterministic. */
+ *   gwp[d, k] += sum_a p[m, d] (dU[a, k] - dV[a, k])
+ * (the weight sums: f32 over a lane's nodes, every 16384th, then f64 partials in a fixed order).
+ * gx and gp distinct buffers, perm a permutation; dU, dV 16-byte aligned. Deterministic. */
 tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
                                       const float *p, const float *wp, const float *ws, const float *wd,
                                       const float *dU, const float *dV, float *gx, float *gp, float *gwp, float *gws,

@@ -2,6 +2,8 @@
 // becomes per-node terms folded into U and V, so that the edge kernels run with dim 0 (no position
 // gathers, no per-edge geometry products, no per-edge dwp sums). Its backward maps dU / dV (the
 // gradients the edge kernels leave for the folded U / V) back to the positions and to wp.
+#include <type_traits>
+
 #include "common.cuh"
 #include "edge_attention.h"
 
@@ -168,89 +170,187 @@ __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, cons
     *reinterpret_cast<float4 *>(V + a * kUfHid + k) = make_float4(v.x - g.x, v.y - g.y, v.z - g.z, v.w - g.w);
 }
 
-// cuda_rows_permute: thread per element.
+// cuda_rows_permute: thread per element, or per float4 (V 4: cols a multiple of 4, both rows
+// 16-byte aligned).
+template <int V4>
 __global__ void k_rows_permute(int64_t n, int64_t cols, const int32_t *perm, const float *src, float *dst, int back) {
-  const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, a = t / cols;
+  using T = typename std::conditional<V4 == 4, float4, float>::type;
+  const int64_t c4 = cols / V4, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, a = t / c4;
   if (a >= n) return;
-  const int64_t c = t - a * cols, m = __ldg(perm + a);
-  if (back)
-    dst[m * cols + c] += src[a * cols + c];
-  else
-    dst[a * cols + c] = src[m * cols + c];
+  const int64_t c = t - a * c4, m = __ldg(perm + a);
+  const T *s = reinterpret_cast<const T *>(src);
+  T *d = reinterpret_cast<T *>(dst);
+  if (back) {
+    T y = d[m * c4 + c];
+    const T z = s[a * c4 + c];
+    if constexpr (V4 == 4)
+      y.x += z.x, y.y += z.y, y.z += z.z, y.w += z.w;
+    else
+      y += z;
+    d[m * c4 + c] = y;
+  } else {
+    d[a * c4 + c] = s[m * c4 + c];
+  }
 }
 
-// cuda_edge_products_backward: a block is C = dim + 2 Fx warps, each for one input coordinate and
-// one product: warp c < dim for position coordinate c (with dU - dV), then Fx warps for feature f
-// with dU (they also write gx, which needs dU and dV), then Fx for feature f with dV. Lane l takes
-// nodes a = 32 b + l + 32 kPrBlocks r (a fixed grid, so the partials' order does not depend on the
-// device), reads dU[a] and / or dV[a] (the warps share the rows through L1), adds its coordinate's
-// gradient at the old index m and keeps f64 sums of its coordinate times the 16 units of its
-// product, summed over the warp by a fixed butterfly into part[b, c, 16].
-constexpr int kPrBlocks = 512;
-__global__ void __launch_bounds__((kMaxFoldDim + 2 * kPrMaxFx) * 32, 1)
+// cuda_edge_products_backward. C = dim + 2 Fx coordinates, each with one product: c < dim position
+// coordinate c (with dU - dV), then Fx feature coordinates with dU (they also make gx, which needs
+// dU and dV), then Fx with dV. A block of 8 warps takes the 32-node tiles T = blockIdx.x + gridDim.x r
+// (nodes a = 32 T + l; a fixed grid, so the partials' order does not depend on the device); warp w
+// takes coordinates w, w + 8, w + 16, lane l node l of the tile, keeping f32 sums of its
+// coordinate times the 16 units of its product over its tiles, then summed over the warp in f64 by
+// a fixed butterfly into part[block, c, 16]. A tile's rows are staged in shared memory: its dU / dV
+// rows (contiguous: float4s), its old indices m = perm[a] (two tiles ahead) and the elements x[m],
+// p[m] (one element a thread) — loaded into registers one tile ahead, while the tile before is
+// computed, so a tile costs about one memory latency; the gradients are added at m from shared
+// memory by the same element threads, as reductions without a return (red.global.add: perm is a
+// permutation, so each element gets one addition here and the result does not depend on timing).
+// 142 µs at 400k (ncu, caches kept; run_s15d.sh). Before, session 14: each of C warps read the rows
+// and made its scattered accesses itself, 222 µs with L1 86 % busy; the same staging without the
+// tile ahead (19 warps, four barriers a tile) 439 µs (run_s15a.sh, run_s15b.sh, bench/NOTES.md).
+constexpr int kPrBlocks = 512, kPrThreads2 = 256, kPrCpw = 3, kPrPad = kUfHid + 1, kPrMaxE = kPrMaxFx + kMaxFoldDim;
+static_assert((kPrThreads2 / 32) * kPrCpw >= kMaxFoldDim + 2 * kPrMaxFx, "coordinates a warp");
+static_assert(2 * kPrThreads2 >= 32 * kPrMaxE && kPrThreads2 == 2 * 32 * (kUfHid / 4), "element slots");
+__global__ void __launch_bounds__(kPrThreads2, 2)
     k_products_bwd(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p, const float *wp,
                    const float *ws, const float *wd, const float *dU, const float *dV, float *gx, float *gp,
                    double *part) {
   __shared__ float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
+  __shared__ float su[2][32][kPrPad], sv[2][32][kPrPad], se[2][32][kPrMaxE + 1], sg[32][kPrMaxE + 1];
+  __shared__ int32_t sm[3][32];
   load_pw(w, dim, Fx, wp, ws, wd);
-  __syncthreads();
-  const int c = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31; // c warp-uniform
-  const int role = c < dim ? 0 : c < dim + Fx ? 1 : 2, f = role == 1 ? c - dim : c - dim - Fx;
-  const bool needU = role < 2 && dU, needV = (role != 1 || gx) && dV;
-  double acc[kUfHid];
+  const int C = dim + 2 * Fx, E = Fx + dim, t = (int)threadIdx.x, wid = t >> 5, lane = t & 31;
+  const int64_t ntiles = (n + 31) / 32, step = gridDim.x;
+  auto count = [&](int64_t T) { return n - 32 * T < 32 ? (int)(n - 32 * T) : 32; };
+  auto index = [&](int64_t T, int l) -> int32_t {
+    const int64_t a = 32 * T + l;
+    return a >= n ? 0 : perm ? __ldg(perm + a) : (int32_t)a;
+  };
+  // one tile's loads into registers: thread t's float4 of the dU (t < 128) or dV rows, and its two
+  // element slots q = t, t + 256 (node q / E, element q % E: x then p)
+  float4 ru;
+  float re[2] = {0.f, 0.f};
+  auto fetch = [&](int64_t T, const int32_t *ms) {
+    const int cnt = count(T), node = (t & 127) >> 2, k = 4 * (t & 3);
+    const float *src = t < 128 ? dU : dV;
+    ru = src && node < cnt ? *reinterpret_cast<const float4 *>(src + (32 * T + node) * kUfHid + k)
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-  for (int k = 0; k < kUfHid; ++k)
-    acc[k] = 0.0;
-  const int64_t stride = (int64_t)gridDim.x * 32;
-  for (int64_t a = (int64_t)blockIdx.x * 32 + lane; a < n; a += stride) {
-    const int64_t m = perm ? (int64_t)__ldg(perm + a) : a;
-    float du[kUfHid], dv[kUfHid];
-#pragma unroll
-    for (int k = 0; k < kUfHid; k += 4) {
-      const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
-      const float4 x4 = needU ? *reinterpret_cast<const float4 *>(dU + a * kUfHid + k) : z,
-                   y4 = needV ? *reinterpret_cast<const float4 *>(dV + a * kUfHid + k) : z;
-      du[k] = x4.x, du[k + 1] = x4.y, du[k + 2] = x4.z, du[k + 3] = x4.w;
-      dv[k] = y4.x, dv[k + 1] = y4.y, dv[k + 2] = y4.z, dv[k + 3] = y4.w;
-    }
-    if (role == 0) {
-      const float *wr = w + c * kUfHid;
-      const double pv = part ? (double)p[m * dim + c] : 0.0;
-      float g = 0.f;
-#pragma unroll
-      for (int k = 0; k < kUfHid; ++k) {
-        const float e = du[k] - dv[k];
-        g = fmaf(wr[k], e, g);
-        acc[k] = fma(pv, (double)e, acc[k]);
+    for (int sl = 0; sl < 2; ++sl) {
+      const int q = t + kPrThreads2 * sl;
+      re[sl] = 0.f;
+      if (q < cnt * E) {
+        const int nd = q / E, e = q % E;
+        const int64_t m = ms[nd];
+        re[sl] = e < Fx ? x[m * Fx + e] : p[m * dim + (e - Fx)];
       }
-      if (gp) gp[m * dim + c] += g;
-    } else {
-      const double xv = part ? (double)x[m * Fx + f] : 0.0;
+    }
+  };
+  auto put = [&](int b, int64_t T) {
+    const int cnt = count(T), node = (t & 127) >> 2, k = 4 * (t & 3);
+    float *d = t < 128 ? &su[b][node][k] : &sv[b][node][k];
+    d[0] = ru.x, d[1] = ru.y, d[2] = ru.z, d[3] = ru.w;
 #pragma unroll
-      for (int k = 0; k < kUfHid; ++k)
-        acc[k] = fma(xv, (double)(role == 1 ? du[k] : dv[k]), acc[k]);
-      if (role == 1 && gx) {
-        const float *wa = w + (dim + f) * kUfHid, *wb = w + (dim + Fx + f) * kUfHid;
-        float g = 0.f;
+    for (int sl = 0; sl < 2; ++sl) {
+      const int q = t + kPrThreads2 * sl;
+      if (q < cnt * E) se[b][q / E][q % E] = re[sl];
+    }
+  };
+  float acc[kPrCpw][kUfHid];
 #pragma unroll
-        for (int k = 0; k < kUfHid; ++k) {
-          g = fmaf(wa[k], du[k], g);
-          g = fmaf(wb[k], dv[k], g);
+  for (int ci = 0; ci < kPrCpw; ++ci)
+#pragma unroll
+    for (int k = 0; k < kUfHid; ++k)
+      acc[ci][k] = 0.f;
+  int64_t T = blockIdx.x;
+  if (T < ntiles) { // block-uniform
+    if (t < 32) sm[0][t] = index(T, t), sm[1][t] = T + step < ntiles ? index(T + step, t) : 0;
+    __syncthreads();
+    fetch(T, sm[0]);
+    put(0, T);
+    __syncthreads();
+  }
+  for (int r = 0; T < ntiles; ++r, T += step) { // block-uniform
+    const int b = r & 1, cnt = count(T);
+    const int64_t T1 = T + step, T2 = T + 2 * step;
+    // (1) the next tiles' loads (perm two ahead, rows and elements one ahead): into registers
+    int32_t pn = 0;
+    if (t < 32 && T2 < ntiles) pn = index(T2, t);
+    if (T1 < ntiles) fetch(T1, sm[(r + 1) % 3]);
+    // (2) this tile, from shared memory
+    if (lane < cnt) {
+#pragma unroll
+      for (int ci = 0; ci < kPrCpw; ++ci) {
+        const int c = wid + 8 * ci;
+        if (c >= C) break;
+        const float *u = su[b][lane], *v = sv[b][lane];
+        if (c < dim) {
+          const float *wr = w + c * kUfHid;
+          const float pv = se[b][lane][Fx + c];
+          float g = 0.f;
+#pragma unroll
+          for (int k = 0; k < kUfHid; ++k) {
+            const float e = u[k] - v[k];
+            g = fmaf(wr[k], e, g);
+            acc[ci][k] = fmaf(pv, e, acc[ci][k]);
+          }
+          sg[lane][Fx + c] = g;
+        } else if (c < dim + Fx) {
+          const int f = c - dim;
+          const float xv = se[b][lane][f], *wa = w + (dim + f) * kUfHid, *wb = w + (dim + Fx + f) * kUfHid;
+          float g = 0.f;
+#pragma unroll
+          for (int k = 0; k < kUfHid; ++k) {
+            acc[ci][k] = fmaf(xv, u[k], acc[ci][k]);
+            g = fmaf(wa[k], u[k], g);
+            g = fmaf(wb[k], v[k], g);
+          }
+          sg[lane][f] = g;
+        } else {
+          const float xv = se[b][lane][c - dim - Fx];
+#pragma unroll
+          for (int k = 0; k < kUfHid; ++k)
+            acc[ci][k] = fmaf(xv, v[k], acc[ci][k]);
         }
-        gx[m * Fx + f] += g;
       }
     }
+    __syncthreads();
+    // (3) this tile's gradients at the old indices; the next tile into the other buffer
+#pragma unroll
+    for (int sl = 0; sl < 2; ++sl) {
+      const int q = t + kPrThreads2 * sl;
+      if (q < cnt * E) {
+        const int nd = q / E, e = q % E;
+        const int64_t m = sm[r % 3][nd];
+        if (e < Fx) {
+          if (gx) atomicAdd(gx + m * Fx + e, sg[nd][e]);
+        } else if (gp) {
+          atomicAdd(gp + m * dim + (e - Fx), sg[nd][e]);
+        }
+      }
+    }
+    if (T1 < ntiles) put(b ^ 1, T1);
+    if (t < 32) sm[(r + 2) % 3][t] = pn;
+    __syncthreads();
   }
   if (!part) return; // grid-uniform
 #pragma unroll
-  for (int k = 0; k < kUfHid; ++k)
-    for (int o = 16; o; o >>= 1)
-      acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], o);
-  if (lane == 0) {
-    double *dst = part + ((int64_t)blockIdx.x * (dim + 2 * Fx) + c) * kUfHid;
+  for (int ci = 0; ci < kPrCpw; ++ci) {
+    const int c = wid + 8 * ci;
+    if (c >= C) break; // warp-uniform
+    double v[kUfHid];
 #pragma unroll
-    for (int k = 0; k < kUfHid; ++k)
-      dst[k] = acc[k];
+    for (int k = 0; k < kUfHid; ++k) {
+      v[k] = (double)acc[ci][k];
+      for (int o = 16; o; o >>= 1)
+        v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+    }
+    if (lane == 0) {
+      double *dst = part + ((int64_t)blockIdx.x * C + c) * kUfHid;
+#pragma unroll
+      for (int k = 0; k < kUfHid; ++k)
+        dst[k] = v[k];
+    }
   }
 }
 
@@ -385,7 +485,7 @@ tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, 
   }
   if (n == 0 || (!dU && !dV) || (!gx && !gp && !wgrad)) return TG_OK;
   double *part = wgrad ? static_cast<double *>(work) : nullptr;
-  k_products_bwd<<<kPrBlocks, (dim + 2 * Fx) * 32, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
+  k_products_bwd<<<kPrBlocks, kPrThreads2, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
   TGC_LAUNCHED("edge_attention_products_backward");
   if (wgrad) {
     const int nt = (dim + 2 * Fx) * kUfHid;
@@ -401,9 +501,14 @@ tg_status cuda_rows_permute(tgc_stream s, int64_t n, int64_t cols, const int32_t
     tgc_set_error("cuda_rows_permute: n %lld, cols %lld, or a NULL pointer", (long long)n, (long long)cols);
     return TG_ERR_INVALID_ARGUMENT;
   }
-  const int64_t threads = n * cols;
-  if (threads == 0) return TG_OK;
-  k_rows_permute<<<(unsigned)((threads + 255) / 256), 256, 0, s>>>(n, cols, perm, src, dst, back);
+  if (n * cols == 0) return TG_OK;
+  if (cols % 4 == 0 && tgc_aligned(src, 16) && tgc_aligned(dst, 16)) {
+    const int64_t threads = n * cols / 4;
+    k_rows_permute<4><<<(unsigned)((threads + 255) / 256), 256, 0, s>>>(n, cols, perm, src, dst, back);
+  } else {
+    const int64_t threads = n * cols;
+    k_rows_permute<1><<<(unsigned)((threads + 255) / 256), 256, 0, s>>>(n, cols, perm, src, dst, back);
+  }
   TGC_LAUNCHED("rows_permute");
   return TG_OK;
 }
