@@ -29,7 +29,8 @@ static uint64_t splitmix64(uint64_t x) {
 }
 
 void pc_config_default(pc_config *c) {
-  *c = (pc_config){.n = 512,
+  *c = (pc_config){.model = PC_MODEL_WIDE,
+                   .n = 512,
                    .degree = 7,
                    .f_in = 8,
                    .hidden = 64,
@@ -128,18 +129,20 @@ int pc_model_init(pc_model *m, tg_runtime *rt, const pc_config *cfg, const pc_da
   m->cfg = *cfg;
   m->data = d;
   m->rt = rt;
-  const int64_t dh = cfg->hidden, H = cfg->heads;
-  if (dh < 1 || H < 1 || dh % H) return fail(err, "hidden must be a multiple of heads");
+  const int64_t dh = cfg->hidden, H = cfg->heads, wide = cfg->model == PC_MODEL_WIDE;
+  if (cfg->model != PC_MODEL_SEED && !wide) return fail(err, "model: expected seed or wide");
+  if (dh < 1 || H < 1 || (wide ? dh : cfg->f_in) % H)
+    return fail(err, "heads must divide %s", wide ? "hidden" : "f_in (the seed model's values are its features)");
   if (cfg->dtype != TG_F32 && cfg->dtype != TG_BF16) return fail(err, "dtype: expected f32 or bf16");
   if (tg_tape_create(rt, &m->tape)) return fail(err, "tg_tape_create: %s", tg_last_error());
   static const char *const names[PC_PER_LAYER] = {"score.w1", "score.b1", "score.w2", "score.b2",
                                                   "value.w",  "skip.w",   "skip.b"};
   for (int l = 0; l < 2; l++) {
-    const int64_t din = l ? dh : cfg->f_in;
+    const int64_t din = l && wide ? dh : cfg->f_in;
     const int64_t s[PC_PER_LAYER][2] = {{3 + 2 * din, dh}, {dh, 0}, {dh, H}, {H, 0}, {din, dh}, {din, dh}, {dh, 0}};
-    memcpy(m->shape[l * PC_PER_LAYER], s, sizeof s);
+    memcpy(m->shape[l * PC_PER_LAYER], s, (wide ? PC_PER_LAYER : PC_WV) * sizeof s[0]);
   }
-  m->shape[2 * PC_PER_LAYER][0] = dh, m->shape[2 * PC_PER_LAYER][1] = 3;
+  m->shape[2 * PC_PER_LAYER][0] = wide ? dh : 2 * cfg->f_in, m->shape[2 * PC_PER_LAYER][1] = 3;
   m->shape[2 * PC_PER_LAYER + 1][0] = 3;
   for (int p = 0; p < PC_PARAMS; p++) {
     const int64_t *s = m->shape[p];
@@ -149,6 +152,7 @@ int pc_model_init(pc_model *m, tg_runtime *rt, const pc_config *cfg, const pc_da
     io.kind = nd == 2 ? TG_INIT_XAVIER_UNIFORM : TG_INIT_ZEROS;
     io.seed = splitmix64(cfg->seed * 64 + (uint64_t)p);
     m->param[p] = TG_NO_ID;
+    if (!s[0]) continue; /* not in this model */
     if (cfg->freeze_score && is_score(p)) {
       size_t numel = (size_t)(s[0] * (nd == 2 ? s[1] : 1));
       m->frozen[p] = malloc(numel * sizeof(float));
@@ -214,6 +218,26 @@ static tg_id weight(pc_model *m, int p) {
 
 static tg_id to_dtype(pc_model *m, tg_id x) { return m->cfg.dtype == TG_F32 ? x : tg_cast(m->tape, x, m->cfg.dtype); }
 
+/* The seed model's layer: the features are the values (h [N, f_in] viewed [N, H, f_in / H]). */
+static tg_id seed_layer(pc_model *m, int l, tg_id q, tg_id h) {
+  tg_tape *t = m->tape;
+  const int64_t n = m->data->n, f = m->data->f_in, H = m->cfg.heads;
+  const int b = l * PC_PER_LAYER;
+  int64_t s3[3] = {n, H, f / H}, s2[2] = {n, f};
+  tg_id hc = to_dtype(m, h), w[4];
+  for (int k = 0; k < 4; k++) /* W1, b1, W2, b2 */
+    w[k] = to_dtype(m, weight(m, b + PC_W1 + k));
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  tg_provider prev;
+  tg_tape_set_provider(t, m->cfg.attention, &prev);
+  tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, tg_reshape(t, hc, 3, s3), w[0], w[1], w[2],
+                              w[3], &o);
+  tg_tape_set_provider(t, prev, NULL);
+  if (m->cfg.dtype != TG_F32) a = tg_cast(t, a, TG_F32);
+  return tg_reshape(t, a, 2, s2);
+}
+
 static tg_id layer(pc_model *m, int l, tg_id q, tg_id h) {
   tg_tape *t = m->tape;
   const int64_t n = m->data->n, dh = m->cfg.hidden, H = m->cfg.heads;
@@ -248,6 +272,13 @@ tg_id pc_loss(pc_model *m) {
       tg_tape_input_borrowed(t, TG_F32, 2, sp, m->store_ptr[2], (size_t)d->n * 12, mem, m->store_dev, 0, &tgt))
     return TG_NO_ID;
   tg_id q = tg_scale(t, m->pos, 1.0 / d->cutoff);
+  if (m->cfg.model == PC_MODEL_SEED) {
+    tg_id hs[2];
+    hs[0] = seed_layer(m, 0, q, m->x);
+    hs[1] = seed_layer(m, 1, q, hs[0]);
+    return tg_mse(t, tg_linear(t, tg_concat(t, 2, hs), m->param[2 * PC_PER_LAYER], m->param[2 * PC_PER_LAYER + 1]),
+                  tgt);
+  }
   tg_id h = layer(m, 0, q, m->x);
   h = layer(m, 1, q, h);
   tg_id y = tg_linear(t, h, m->param[2 * PC_PER_LAYER], m->param[2 * PC_PER_LAYER + 1]);

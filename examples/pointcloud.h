@@ -14,13 +14,28 @@
  *       (computed in double on the host; 0 for a point without neighbours). It depends on the
  *       neighbourhood geometry only through the weights, so a model must learn the score from the
  *       displacement to fit it; it is an exact function of the inputs, so the loss floor is 0.
- * Model (hidden d = 64, H = 4 heads of F = d / H; ELU between layers):
+ * Two models (cfg.model); in both the score networks have hidden width cfg.hidden (64): W1 [3 + 2 d_l,
+ * hidden], b1, W2 [hidden, H], b2.
+ *
+ * PC_MODEL_WIDE (the default, `--model wide`; the benchmarked model since session 11; H = 4, lr 5e-3):
+ * node features widened to d = 64 by value and skip projections, ELU between layers:
  *   q = p / r                                               geometry in units of the cutoff
  *   layer l = 1, 2 on h (h_0 = x, width d_0 = f_in, d_1 = d):
  *     v    = h Wv_l                                          [N, H, F]
  *     a    = tg_edge_attention(graph, q, q, h, h, -, v, W1_l [3 + 2 d_l, d], b1_l, W2_l [d, H], b2_l)
  *     h'   = ELU(a [N, d] + h Ws_l + bs_l)                   (the skip carries the node's own h)
  *   y = h_2 Wo + bo  [N, 3];  loss = mean((y - target)^2)
+ *
+ * PC_MODEL_SEED (`--model seed`; seed 000's layer: the score MLP's softmax averages the source's own
+ * features, out_i = sum_{j -> i} softmax_j(s) x_j; H = 1 by default, the seed's scalar score; lr 2e-2):
+ *   q = p / r
+ *   h_1 = tg_edge_attention(graph, q, q, x, x, -, x viewed [N, H, f_in / H], W1_1, b1_1, W2_1, b2_1)
+ *   h_2 = tg_edge_attention(graph, q, q, h_1, h_1, -, h_1 viewed likewise, W1_2, b1_2, W2_2, b2_2)
+ *   y = [h_1 | h_2] Wo + bo  [N, 3] (Wo [2 f_in, 3]);  loss = mean((y - target)^2)
+ *   The node features stay f_in wide ([N, 8]): the per-edge score network is the whole cost. A first
+ *   layer whose score is -kappa |dq|^2 + const and Wo picking h_1's first three columns fit the
+ *   target exactly.
+ *
  * Gradients reach p (input with requires-grad), x (likewise) and every weight; Adam (PyTorch's).
  * freeze_score: W1, b1, W2, b2 of both layers stay at their initial values (recorded as inputs
  * without gradient each step, so Adam never sees them); the rest trains.
@@ -42,17 +57,19 @@
 
 #define PC_ERR 1024
 
+enum { PC_MODEL_SEED, PC_MODEL_WIDE };
 typedef struct pc_config {
-  int64_t n;     /* points */
-  double degree; /* expected neighbours, sets the cutoff (7) */
-  int f_in, hidden, heads;
-  double kappa;          /* kernel sharpness of the target (4) */
-  double lr;             /* Adam */
-  int freeze_score;      /* keep W1, b1, W2, b2 at init */
-  tg_provider attention; /* provider of the tg_edge_attention nodes (AUTO: the tape's) */
-  tg_dtype dtype;        /* F32, or BF16 (the attention op only; CUDA) */
-  uint64_t seed;         /* data and weights */
-  int profile;           /* nonzero: drain the device between phases, add times to phase_s */
+  int model;               /* PC_MODEL_WIDE (default) or PC_MODEL_SEED */
+  int64_t n;               /* points */
+  double degree;           /* expected neighbours, sets the cutoff (7) */
+  int f_in, hidden, heads; /* heads: divides f_in (seed) or hidden (wide) */
+  double kappa;            /* kernel sharpness of the target (4) */
+  double lr;               /* Adam (5e-3; train_pointcloud uses 2e-2 for the seed model) */
+  int freeze_score;        /* keep W1, b1, W2, b2 at init */
+  tg_provider attention;   /* provider of the tg_edge_attention nodes (AUTO: the tape's) */
+  tg_dtype dtype;          /* F32, or BF16 (the attention op only; CUDA) */
+  uint64_t seed;           /* data and weights */
+  int profile;             /* nonzero: drain the device between phases, add times to phase_s */
 } pc_config;
 void pc_config_default(pc_config *c);
 
@@ -69,6 +86,7 @@ typedef struct pc_data {
 int pc_data_init(pc_data *d, tg_runtime *rt, const pc_config *cfg, char *err);
 void pc_data_free(pc_data *d);
 
+/* PC_WV, PC_WS, PC_BS: the wide model's only (TG_NO_ID and shape 0 in the seed model) */
 enum { PC_W1, PC_B1, PC_W2, PC_B2, PC_WV, PC_WS, PC_BS, PC_PER_LAYER };
 #define PC_PARAMS (2 * PC_PER_LAYER + 2) /* two layers, then Wo, bo */
 

@@ -1,9 +1,12 @@
 /*
  * train_pointcloud — two edge-MLP attention layers (tg_edge_attention) regress a neighbourhood
- * quantity of points in the unit cube (the model, data and target: examples/pointcloud.h).
+ * quantity of points in the unit cube (the models, data and target: examples/pointcloud.h; --model
+ * wide, the default, widens the features to --hidden by value and skip projections; --model seed is
+ * seed 000's layer, the features themselves averaged by the learned softmax).
  *
- *   train_pointcloud [--n 512] [--degree 7] [--device cuda|host] [--attention fused|composed|host|auto]
- *                    [--dtype f32|bf16] [--steps 200] [--lr 5e-3] [--seed 0] [--hidden 64] [--heads 4]
+ *   train_pointcloud [--model wide|seed] [--n 512] [--degree 7] [--device cuda|host]
+ *                    [--attention fused|composed|host|auto] [--dtype f32|bf16] [--steps 200]
+ *                    [--lr 5e-3 (wide) | 2e-2 (seed)] [--seed 0] [--hidden 64] [--heads 4 (wide) | 1 (seed)]
  *                    [--freeze-score] [--csv PATH] [--svg PATH] [--log-interval 20] [--quiet] [--profile]
  *                    [--expect-drop F] [--check-freeze-ratio R]
  *
@@ -42,11 +45,11 @@ typedef struct opts {
 } opts;
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: train_pointcloud [--n N] [--degree D] [--device cuda|host] [--attention fused|composed|host|auto]\n"
-          "                        [--dtype f32|bf16] [--steps N] [--lr X] [--seed S] [--hidden N] [--heads N]\n"
-          "                        [--freeze-score] [--csv PATH] [--svg PATH] [--log-interval N] [--quiet]\n"
-          "                        [--profile] [--expect-drop F] [--check-freeze-ratio R]\n");
+  fprintf(f, "usage: train_pointcloud [--model wide|seed] [--n N] [--degree D] [--device cuda|host]\n"
+             "                        [--attention fused|composed|host|auto] [--dtype f32|bf16] [--steps N] [--lr X]\n"
+             "                        [--seed S] [--hidden N] [--heads N]\n"
+             "                        [--freeze-score] [--csv PATH] [--svg PATH] [--log-interval N] [--quiet]\n"
+             "                        [--profile] [--expect-drop F] [--check-freeze-ratio R]\n");
 }
 
 static int bad(const char *a, const char *v) {
@@ -58,6 +61,7 @@ static int parse(opts *o, int argc, char **argv) {
   memset(o, 0, sizeof *o);
   pc_config_default(&o->cfg);
   o->device_cuda = -1, o->steps = 200, o->log_interval = 20;
+  int heads_set = 0, lr_set = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int used = 1;
@@ -87,6 +91,9 @@ static int parse(opts *o, int argc, char **argv) {
         o->cfg.attention = TG_PROVIDER_AUTO;
       else
         return bad(a, v);
+    } else if (!strcmp(a, "--model")) {
+      if (strcmp(v, "seed") && strcmp(v, "wide")) return bad(a, v);
+      o->cfg.model = !strcmp(v, "seed") ? PC_MODEL_SEED : PC_MODEL_WIDE;
     } else if (!strcmp(a, "--dtype")) {
       if (strcmp(v, "f32") && strcmp(v, "bf16")) return bad(a, v);
       o->cfg.dtype = !strcmp(v, "f32") ? TG_F32 : TG_BF16;
@@ -100,7 +107,7 @@ static int parse(opts *o, int argc, char **argv) {
       double x = strtod(v, &end);
       if (*end || end == v || !(x > 0) || !isfinite(x)) return bad(a, v);
       if (!strcmp(a, "--lr"))
-        o->cfg.lr = x;
+        o->cfg.lr = x, lr_set = 1;
       else if (!strcmp(a, "--degree"))
         o->cfg.degree = x;
       else if (!strcmp(a, "--expect-drop"))
@@ -120,7 +127,7 @@ static int parse(opts *o, int argc, char **argv) {
       else if (!strcmp(a, "--hidden") && x >= 1)
         o->cfg.hidden = (int)x;
       else if (!strcmp(a, "--heads") && x >= 1)
-        o->cfg.heads = (int)x;
+        o->cfg.heads = (int)x, heads_set = 1;
       else if (!strcmp(a, "--log-interval"))
         o->log_interval = (int)x;
       else
@@ -128,7 +135,13 @@ static int parse(opts *o, int argc, char **argv) {
     }
     i += used;
   }
-  if (o->cfg.hidden % o->cfg.heads) return fprintf(stderr, "train_pointcloud: --heads must divide --hidden\n"), -1;
+  if (!heads_set) o->cfg.heads = o->cfg.model == PC_MODEL_WIDE ? 4 : 1;
+  if (!lr_set) o->cfg.lr = o->cfg.model == PC_MODEL_WIDE ? 5e-3 : 2e-2;
+  if (o->cfg.model == PC_MODEL_WIDE && o->cfg.hidden % o->cfg.heads)
+    return fprintf(stderr, "train_pointcloud: --heads must divide --hidden\n"), -1;
+  if (o->cfg.model == PC_MODEL_SEED && o->cfg.f_in % o->cfg.heads)
+    return fprintf(stderr, "train_pointcloud: --heads must divide the features (%d) in the seed model\n", o->cfg.f_in),
+           -1;
   return 0;
 }
 
@@ -283,10 +296,11 @@ int main(int argc, char **argv) {
   printf("point cloud: %lld points, cutoff %.5f (expected degree %.1f), %lld edges (mean degree %.2f), "
          "graph and target in %.2f s\n",
          (long long)d.n, d.cutoff, o.cfg.degree, (long long)d.edges, (double)d.edges / (double)d.n, now_s() - t0);
-  printf("model: 2 edge-MLP attention layers, f_in %d, hidden %d, heads %d; runtime %s, attention %s, %s; "
+  printf("model: %s, 2 edge-MLP attention layers, f_in %d, hidden %d, heads %d; runtime %s, attention %s, %s; "
          "Adam lr %g, %d steps%s\n",
-         o.cfg.f_in, o.cfg.hidden, o.cfg.heads, cuda ? "cuda" : "host", tg_provider_name(o.cfg.attention),
-         tg_dtype_name(o.cfg.dtype), o.cfg.lr, o.steps, o.cfg.freeze_score ? ", score network frozen" : "");
+         o.cfg.model == PC_MODEL_SEED ? "seed" : "wide", o.cfg.f_in, o.cfg.hidden, o.cfg.heads, cuda ? "cuda" : "host",
+         tg_provider_name(o.cfg.attention), tg_dtype_name(o.cfg.dtype), o.cfg.lr, o.steps,
+         o.cfg.freeze_score ? ", score network frozen" : "");
   result r = {0}, rf = {0};
   int rc = train(&o, rt, &d, o.cfg.freeze_score, &r);
   if (!rc) {
