@@ -441,8 +441,8 @@ static void check_case(const HG &g, const DG &dg, tg_dtype dt, const Cfg &c, con
 
   UB dU(U.dev()), dV(V.dev()), db1(b1.dev()), dwp(wp.dev()), dwe(we.dev()), dfe(fe.dev()), dw2(w2.dev()), db2(b2.dev()),
       dvals(vals.dev()), dps(upload(ps)), dpd(upload(pd));
-  const tgc_edge_attn a{H,     F,     K, c.dim, c.Fe,    dt,      c.slope, c.keep,
-                        kSeed, kCall, 0, 0,     nullptr, nullptr, nullptr, nullptr};
+  const tgc_edge_attn a{H,     F, K, c.dim,   c.Fe,    dt,      c.slope, c.keep, kSeed,
+                        kCall, 0, 0, nullptr, nullptr, nullptr, nullptr, 0};
   const tgc_edge_inputs in{o.U ? dU->p : nullptr,
                            o.V ? dV->p : nullptr,
                            c.dim ? (const float *)dps->p : nullptr,
@@ -551,7 +551,7 @@ static HG empty_graph(const char *name, int64_t nq, int64_t nk) {
 }
 
 static void check_unsupported() {
-  const tgc_edge_attn good{4, 16, 64, 3, 0, TG_F32, 0.2f, 1.0, 0, 0, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  const tgc_edge_attn good{4, 16, 64, 3, 0, TG_F32, 0.2f, 1.0, 0, 0, 0, 0, nullptr, nullptr, nullptr, nullptr, 0};
   bool ok = cuda_edge_attention_unsupported(&good) == nullptr;
   tgc_edge_attn b = good;
   b.hid = 48;
@@ -736,7 +736,7 @@ static std::vector<BRow> g_rows;
 static void bench_cfg(const HG &g, const DG &dg, tg_dtype dt, int64_t hid, int64_t fin, int64_t H) {
   const int64_t N = g.nq, E = g.nnz(), F = fin / H, es = (int64_t)dsize(dt);
   const int dim = 3, Fe = 0;
-  const tgc_edge_attn a{H, F, hid, dim, Fe, dt, 0.2f, 1.0, kSeed, kCall, 0, 0, nullptr, nullptr, nullptr, nullptr};
+  const tgc_edge_attn a{H, F, hid, dim, Fe, dt, 0.2f, 1.0, kSeed, kCall, 0, 0, nullptr, nullptr, nullptr, nullptr, 0};
   UB U(filled(N * hid, es, 1, 1.f)), V(filled(N * hid, es, 2, 1.f)), vals(filled(N * H * F, es, 3, 1.f)),
       ps(filled(N * dim, 4, 4, 1.f)), pd(filled(N * dim, 4, 5, 1.f)), wp(filled(dim * hid, es, 6, 0.5f)),
       b1(filled(hid, es, 7, 0.5f)), w2(filled(hid * H, es, 8, 0.3f)), b2(filled(H, es, 9, 0.1f)),

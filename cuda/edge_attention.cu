@@ -181,6 +181,7 @@ extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g,
   x.rows = rows_for(g->nq);
   if (lanes_ok(a, x)) {
     x.lanes = lanes_ln(a, g->nq);
+    x.big = ln_big_of(a, g->nq);
     return forward_lanes(s, x);
   }
   if (x.rmap) {

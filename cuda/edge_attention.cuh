@@ -42,6 +42,7 @@ struct Args {
   int lanes;  // lane kernels: lanes per destination row (lanes_ln(nq))
   int slanes; // lane kernels: lanes per source (lanes_ln(nk)); slice kernels: slices per source
   int slice;  // slice kernels: lanes an edge (8 or 16; 0: not the slice kernels)
+  int big;    // lane kernels: the (H 4, F 2) large-graph rule applies (ln_big_of)
   const int64_t *rp, *tp, *te;
   const int32_t *ci, *tr;
   const int32_t *ro, *so; // schedules of the rows and of the sources (NULL: identity)
@@ -592,6 +593,8 @@ __device__ __forceinline__ void xor_merge(float (&m)[NH], float (&l)[NH], float 
 // sets it writes.
 bool lanes_ok(const tgc_edge_attn *ea, const Args &a);
 int lanes_ln(const tgc_edge_attn *ea, int64_t n);
+// Whether the lane kernels' large-graph rule applies to a call of nq rows (ea->big, else by size).
+int ln_big_of(const tgc_edge_attn *ea, int64_t nq);
 tg_status forward_lanes(cudaStream_t s, const Args &a);
 tg_status dst_lanes(cudaStream_t s, Args &a);
 tg_status src_lanes(cudaStream_t s, const Args &a);

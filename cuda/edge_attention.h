@@ -65,6 +65,8 @@ typedef struct tgc_edge_attn {
    * renumbers the hidden-16 self-attention path in the relation's locality order.) */
   const int32_t *row_map;
   void *dout_new;
+  int big; /* the lane kernels' large-graph rule at (H 4, F 2) (cuda/edge_attention_ln.cu): 0 by size
+            * (from 2^18 rows), > 0 on, < 0 off at any size (TIGA_EA_BIG=1 / 0: tests, the bench) */
 } tgc_edge_attn;
 
 /* The inputs every launcher reads (NULL where absent). */

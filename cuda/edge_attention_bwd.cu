@@ -546,6 +546,7 @@ static BwdPlan plan_backward(const char *op, const tgc_csr *g, const tgc_edge_at
   pl.ln = lanes_ok(a, x) && tgc_aligned(workspace, sizeof(float2));
   x.lanes = lanes_ln(a, g->nq);
   x.slanes = lanes_ln(a, g->nk);
+  x.big = ln_big_of(a, g->nq);
   x.slice = pl.ln || !tgc_aligned(workspace, sizeof(float2)) ? 0 : slice_of(a, x);
   if (x.slice) {
     x.lanes = sl_groups(a, x.slice, g->nq);

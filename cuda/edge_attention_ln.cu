@@ -438,7 +438,8 @@ template <int H, int F, int MB, bool FR> static void src_go(cudaStream_t s, unsi
 // cost more); at H 1 fresh weights measured no faster (0.86 -> 0.88 at 400k). Below 2^18 rows, and
 // for the other (H, F) pairs, the caps below.
 template <int H, int F> constexpr bool ln_big_rule() { return H == 4 && F == 2; }
-static bool ln_big(const Args &a) { return a.nq >= ((int64_t)1 << 18); }
+int ln_big_of(const tgc_edge_attn *ea, int64_t nq) { return ea->big ? ea->big > 0 : nq >= ((int64_t)1 << 18); }
+static bool ln_big(const Args &a) { return a.big != 0; }
 struct LnFwd {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
     if constexpr (ln_big_rule<H, F>()) {

@@ -55,6 +55,7 @@ typedef struct ea_state {
   bool fold;              /* CUDA_FUSED: geometry folded into U and V (the kernels see dim 0) */
   int lanes;              /* CUDA_FUSED: tgc_edge_attn.lanes (TIGA_EA_LANES, read once per call) */
   int slice;              /* CUDA_FUSED: tgc_edge_attn.slice (TIGA_EA_SLICE, read once per call) */
+  int big;                /* CUDA_FUSED: tgc_edge_attn.big (TIGA_EA_BIG, read once per call) */
   const int32_t *ro, *so; /* CUDA_FUSED: the relation's locality schedules (NULL: identity) */
   bool own;               /* CUDA_FUSED: U, V from an edge_attention_products node (geometry folded) */
   const int32_t *perm;    /* own: the graph renumbered (new -> old), U, V, values in the new numbering */
@@ -123,6 +124,7 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
                          .call = st->call,
                          .lanes = es->lanes,
                          .slice = es->slice,
+                         .big = es->big,
                          .row_order = es->ro,
                          .src_order = es->so,
                          .row_map = es->perm};
@@ -697,6 +699,10 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
    * off (tests of both paths, the bench) */
   const char *sl_env = getenv("TIGA_EA_SLICE");
   es->slice = sl_env && !strcmp(sl_env, "0") ? -1 : 0;
+  /* the lane kernels' large-graph rule at (H 4, F 2) (by size from 2^18 rows): TIGA_EA_BIG=1 / 0
+   * forces it on / off at any size (tests: the rule's kernels on test-sized graphs; the bench) */
+  const char *big_env = getenv("TIGA_EA_BIG");
+  es->big = big_env && *big_env ? (strcmp(big_env, "0") ? 1 : -1) : 0;
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
              !(fe_env && !strcmp(fe_env, "0"));

@@ -922,6 +922,21 @@ static const ea_case CUDA_CASES[] = {
     {.dim = 0, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 1, .F = 4, .b1 = 1, .keep = 1, .slope = 0.2},
     {.dim = 3, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 2, .F = 4, .b1 = 1, .b2 = 1, .keep = 0.7, .slope = 0.2},
     {.dim = 0, .Fs = 5, .Fd = 5, .Fe = 0, .hid = 16, .H = 4, .F = 1, .b1 = 1, .keep = 1, .slope = 0.2},
+    /* (H 4, F 2) without dropout (the kernels built without the dropout code): native dim 0, then
+     * (odd index: the graph with the hub row) the benchmark's hidden-16 H 4 shape, folded self */
+    {.dim = 0, .Fs = 6, .Fd = 5, .Fe = 0, .hid = 16, .H = 4, .F = 2, .b2 = 1, .keep = 1, .slope = 0.2},
+    {.dim = 3,
+     .Fs = 8,
+     .Fd = 8,
+     .Fe = 0,
+     .hid = 16,
+     .H = 4,
+     .F = 2,
+     .b1 = 1,
+     .b2 = 1,
+     .self = 1,
+     .keep = 1,
+     .slope = 0.2},
 };
 #define N_CUDA_CASES (sizeof CUDA_CASES / sizeof CUDA_CASES[0])
 
@@ -958,22 +973,27 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     /* f32 at hidden 16 with positions and both feature products: FUSED folds the geometry into U, V;
      * variant 2 runs it again unfolded (TIGA_EA_FOLD=0), so the kernels' geometry path is checked
      * too. The lane kernels' cases (lanes_case) run by size, then with 1 and 2 lanes per row forced
-     * (TIGA_EA_LANES=1 / 2) and with the lane kernels off (=0: the packed kernels). */
+     * (TIGA_EA_LANES=1 / 2) and with the lane kernels off (=0: the packed kernels). At (H 4, F 2)
+     * variant 7 forces the lane kernels' large-graph rule (TIGA_EA_BIG=1: weights re-read from
+     * shared memory, two blocks a SM; by size only from 2^18 rows, which no test graph reaches). */
     const int foldable = c->dim > 0 && c->Fs > 0 && c->Fd > 0 && c->hid == 16;
     const int lanes = lanes_case(c);
     /* the self cases that fold run on the edge_attention_products node by default; variant 6
      * (TIGA_EA_OWN=0) runs them on the matmul + fold path */
     const int own = foldable && c->self && c->Fs <= 8 && c->Fe == 0;
-    static const char *const lanes_env[7] = {NULL, NULL, NULL, "0", "1", "2", NULL};
-    for (int q = 0; q < 7; q++) {
-      if ((q == 2 && !foldable) || ((q >= 3 && q <= 5) && !lanes) || (q == 6 && !own)) continue;
+    const int big = lanes && c->H == 4 && c->F == 2;
+    static const char *const lanes_env[8] = {NULL, NULL, NULL, "0", "1", "2", NULL, NULL};
+    for (int q = 0; q < 8; q++) {
+      if ((q == 2 && !foldable) || ((q >= 3 && q <= 5) && !lanes) || (q == 6 && !own) || (q == 7 && !big)) continue;
       ea_cfg cf = {q == 1 ? TG_PROVIDER_CUDA_COMPOSED : TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
       if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
       if (q == 6) setenv("TIGA_EA_OWN", "0", 1);
+      if (q == 7) setenv("TIGA_EA_BIG", "1", 1);
       if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
       run_tape(crt, &cf, c, &g, &d, &r);
       unsetenv("TIGA_EA_FOLD");
       unsetenv("TIGA_EA_OWN");
+      unsetenv("TIGA_EA_BIG");
       unsetenv("TIGA_EA_LANES");
       snprintf(what, sizeof what, "%s%s%s%s f32 vs HOST f64 (%s)", tg_provider_name(cf.prov),
                q == 2                           ? " unfolded"
@@ -983,7 +1003,8 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
                q >= 3 ? (q == 3   ? " packed"
                          : q == 4 ? " 1 lane"
                          : q == 5 ? " 2 lanes"
-                                  : " matmul + fold")
+                         : q == 6 ? " matmul + fold"
+                                  : " large-graph rule")
                       : "",
                cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
