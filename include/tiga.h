@@ -822,6 +822,9 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * walked by 1..8 lanes (more on small graphs), so a hub row of degree d costs about d / 8 serial
  * edge steps: on graphs with very long rows TIGA_EA_LANES=0 (the general kernels, 32 lanes a row)
  * may be faster. Results are bit-reproducible either way (sums in orders fixed by the sizes).
+ * At H 4, F 2 from 2^18 destination rows these kernels re-read the score weights from shared
+ * memory at each edge and run two blocks a SM (TIGA_EA_BIG=1 / 0 turns that on / off regardless
+ * of size; the same results to rounding).
  * f32 at hidden 64 without edge_feat, H in {1, 2, 4} and H * F a multiple of 8 runs kernels where 8
  * lanes share an edge, each with 8 hidden units and H * F / 8 value columns (TIGA_EA_SLICE=0 turns
  * them off); a row is walked by 1..4 such groups (more on small graphs), so a hub row of degree d
