@@ -218,36 +218,14 @@ static tg_id weight(pc_model *m, int p) {
 
 static tg_id to_dtype(pc_model *m, tg_id x) { return m->cfg.dtype == TG_F32 ? x : tg_cast(m->tape, x, m->cfg.dtype); }
 
-/* The seed model's layer: the features are the values (h [N, f_in] viewed [N, H, f_in / H]). */
-static tg_id seed_layer(pc_model *m, int l, tg_id q, tg_id h) {
+/* Layer l's edge attention over features hc (the op's dtype) with values v [N, H, F], under
+ * cfg.attention (the other ops keep the tape's provider); the result f32 and viewed [N, H F]. */
+static tg_id attend(pc_model *m, int l, tg_id q, tg_id hc, tg_id v, int64_t width) {
   tg_tape *t = m->tape;
-  const int64_t n = m->data->n, f = m->data->f_in, H = m->cfg.heads;
-  const int b = l * PC_PER_LAYER;
-  int64_t s3[3] = {n, H, f / H}, s2[2] = {n, f};
-  tg_id hc = to_dtype(m, h), w[4];
+  int64_t s2[2] = {m->data->n, width};
+  tg_id w[4];
   for (int k = 0; k < 4; k++) /* W1, b1, W2, b2 */
-    w[k] = to_dtype(m, weight(m, b + PC_W1 + k));
-  tg_graph_attention_options o;
-  tg_graph_attention_options_init(&o);
-  tg_provider prev;
-  tg_tape_set_provider(t, m->cfg.attention, &prev);
-  tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, tg_reshape(t, hc, 3, s3), w[0], w[1], w[2],
-                              w[3], &o);
-  tg_tape_set_provider(t, prev, NULL);
-  if (m->cfg.dtype != TG_F32) a = tg_cast(t, a, TG_F32);
-  return tg_reshape(t, a, 2, s2);
-}
-
-static tg_id layer(pc_model *m, int l, tg_id q, tg_id h) {
-  tg_tape *t = m->tape;
-  const int64_t n = m->data->n, dh = m->cfg.hidden, H = m->cfg.heads;
-  const int b = l * PC_PER_LAYER;
-  int64_t s3[3] = {n, H, dh / H}, s2[2] = {n, dh};
-  tg_id v = to_dtype(m, tg_reshape(t, tg_linear(t, h, m->param[b + PC_WV], TG_ABSENT), 3, s3));
-  tg_id hc = to_dtype(m, h), w[4];
-  for (int k = 0; k < 4; k++) /* W1, b1, W2, b2 */
-    w[k] = to_dtype(m, weight(m, b + PC_W1 + k));
-  /* only the attention node under cfg.attention (the other ops keep the tape's provider) */
+    w[k] = to_dtype(m, weight(m, l * PC_PER_LAYER + PC_W1 + k));
   tg_graph_attention_options o;
   tg_graph_attention_options_init(&o);
   tg_provider prev;
@@ -255,8 +233,26 @@ static tg_id layer(pc_model *m, int l, tg_id q, tg_id h) {
   tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, v, w[0], w[1], w[2], w[3], &o);
   tg_tape_set_provider(t, prev, NULL);
   if (m->cfg.dtype != TG_F32) a = tg_cast(t, a, TG_F32);
+  return tg_reshape(t, a, 2, s2);
+}
+
+/* The seed model's layer: the features are the values (h [N, f_in] viewed [N, H, f_in / H]). */
+static tg_id seed_layer(pc_model *m, int l, tg_id q, tg_id h) {
+  const int64_t f = m->data->f_in, H = m->cfg.heads;
+  int64_t s3[3] = {m->data->n, H, f / H};
+  tg_id hc = to_dtype(m, h);
+  return attend(m, l, q, hc, tg_reshape(m->tape, hc, 3, s3), f);
+}
+
+static tg_id layer(pc_model *m, int l, tg_id q, tg_id h) {
+  tg_tape *t = m->tape;
+  const int64_t dh = m->cfg.hidden, H = m->cfg.heads;
+  const int b = l * PC_PER_LAYER;
+  int64_t s3[3] = {m->data->n, H, dh / H};
+  tg_id v = to_dtype(m, tg_reshape(t, tg_linear(t, h, m->param[b + PC_WV], TG_ABSENT), 3, s3));
+  tg_id a = attend(m, l, q, to_dtype(m, h), v, dh);
   tg_id skip = tg_linear(t, h, m->param[b + PC_WS], m->param[b + PC_BS]);
-  return tg_elu(t, tg_add(t, tg_reshape(t, a, 2, s2), skip), 1.0);
+  return tg_elu(t, tg_add(t, a, skip), 1.0);
 }
 
 tg_id pc_loss(pc_model *m) {
