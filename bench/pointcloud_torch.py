@@ -14,11 +14,11 @@ Model and data (examples/pointcloud.h has the exact statement; plain torch, no P
   --model seed (seed 000's layer, H 1 and Adam lr 2e-2 unless given):
       h1 = edge_attention(q, x, values x viewed [N, H, 8/H]; W1 [3+16, 64], b1, W2 [64, H], b2)   [N, 8]
       h2 = the same on h1 with its own weights;  y = [h1 | h2] Wo + bo [N, 3]
-  --model wide (default; the benchmarked model since session 11; H 4 and lr 5e-3 unless given), layer (h: [N, d]):
-      v = h Wv [N, H, 64/H];  a = edge_attention(q, h, v; W1 [3+2d, 64], b1, W2 [64, H], b2);
+  --model wide (default; the benchmarked model since session 11; H 4 and lr 5e-3 unless given),
+      layer (h: [N, d]): v = h Wv [N, H, 64/H];  a = edge_attention(q, h, v; W1 [3+2d, 64], b1, W2 [64, H], b2);
       h' = elu(a [N, 64] + h Ws + bs); two layers (d = 8, then 64), y = h Wo + bo [N, 3]
-  loss = mean((y - t)^2); Adam. Gradients to p, x and every weight. Initialisation: xavier-uniform matrices, zero biases (not tiga's Philox
-  stream: the same distributions, not the same numbers).
+  loss = mean((y - t)^2); Adam. Gradients to p, x and every weight. Initialisation: xavier-uniform
+  matrices, zero biases (not tiga's Philox stream: the same distributions, not the same numbers).
   edge_attention is bench/edge_attention_torch.py's: gather by edge index, [dq | x_j | x_i] -> Linear ->
   LeakyReLU(0.2) -> Linear -> segment softmax (scatter_reduce amax, exp, index_add) -> weighted index_add.
 
