@@ -767,6 +767,15 @@ typedef struct tg_graph_attention_options {
   double negative_slope; /* LeakyReLU slope of the GAT / edge-MLP score (init 0.2) */
   double dropout_keep;   /* attention dropout keep probability in (0, 1]; init 1: none */
   tg_id *lse_out;        /* init NULL; else receives the id of lse [H, Nq] f32 */
+  /* tg_edge_attention on CUDA_FUSED (others ignore it; init 0): nonzero drops the per-node products
+   * x_src . w1_src and x_dst . w1_dst between the passes — the forward computes them into temporary
+   * device memory and frees them after its kernel, the backward computes them again, takes their
+   * gradients in temporary memory and frees those too. Nothing of size [N, hidden] then stays on the
+   * tape (the node saves lse alone): two products more per step (x_src and x_dst of Fs, Fd columns
+   * against w1's hidden: cheap for narrow features), [Nk + Nq, hidden] less held between the
+   * passes, and only the node running its backward holds any. Same results to rounding (the
+   * products are the same bits; the hidden-16 geometry fold is not taken with it). */
+  int recompute_products;
 } tg_graph_attention_options;
 TG_API void tg_graph_attention_options_init(tg_graph_attention_options *opts);
 /* The online-softmax reducer with a field score: scores [E, H], values [Nk, H, F] ->

@@ -25,7 +25,11 @@
  *                  renumbered (tgi_rel_dev_renum; a rows_renumbered node for the values). Backward memory:
  *                  the lane and slice kernels write dU over U (U's last reader; a second sweep
  *                  computes U again), and the values' gradient goes into the gradient of the value
- *                  `values` is a reshape of (tgi_grad_d_base).
+ *                  `values` is a reshape of (tgi_grad_d_base). With opts recompute_products the
+ *                  node takes x_src / x_dst themselves (in the U / V slots) and makes U and V in
+ *                  temporary device memory in each pass (ea_products; no tg_matmul nodes, no fold,
+ *                  no products node), so nothing of size [N, hidden] stays on the tape between the
+ *                  passes; its backward adds the products' gradients into x's and w1's.
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
@@ -37,6 +41,7 @@
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/edge_attention.h"
+#include "../cuda/linear.h"
 #include "../cuda/shape.h"
 #endif
 
@@ -58,6 +63,8 @@ typedef struct ea_state {
   int big;                /* CUDA_FUSED: tgc_edge_attn.big (TIGA_EA_BIG, read once per call) */
   const int32_t *ro, *so; /* CUDA_FUSED: the relation's locality schedules (NULL: identity) */
   bool own;               /* CUDA_FUSED: U, V from an edge_attention_products node (geometry folded) */
+  bool rp;                /* CUDA_FUSED, opts recompute_products: slots IN_U / IN_V hold x_src / x_dst; U and V
+                           * live in temporary memory during each pass (ea_products) */
   const int32_t *perm;    /* own: the graph renumbered (new -> old), U, V, values in the new numbering */
 #ifdef TIGA_HAVE_CUDA
   tgc_csr rcsr; /* the renumbered CSR and its transpose (relation.h: tgi_rel_dev_renum) */
@@ -76,11 +83,12 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
   if (st->keep < 1 && w > 0 && (size_t)w < cap)
     w += snprintf(buf + w, cap - (size_t)w, " dropout keep=%g call=%llu", st->keep, (unsigned long long)st->call);
   if (n->cap->provider == TG_PROVIDER_CUDA_FUSED && w > 0 && (size_t)w < cap)
-    snprintf(buf + w, cap - (size_t)w, "%s%s%s",
+    snprintf(buf + w, cap - (size_t)w, "%s%s%s%s",
              es->fold  ? " fused geometry-folded"
              : es->own ? " fused on products"
                        : " fused",
-             es->ro ? " scheduled" : "", es->own && es->perm ? " renumbered" : "");
+             es->rp ? " products recomputed" : "", es->ro ? " scheduled" : "",
+             es->own && es->perm ? " renumbered" : "");
 }
 
 static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
@@ -318,6 +326,60 @@ static bool rows_redo(tg_tape *t, tgi_value *y) {
 }
 #endif
 
+#ifdef TIGA_HAVE_CUDA
+/* ------------------------------------------------------------ recomputed products (es->rp)
+ * U = x_src . w1_src and V = x_dst . w1_dst (w1's row blocks read in place) in device memory of
+ * their own (tgi_device_alloc: stream-ordered, counted by tg_runtime_memory), by the launcher the
+ * tg_matmul nodes of the other path use, so they are the same bits. A pass computes them, runs its
+ * kernels and frees them (ea_tmp_free): nothing of size [N, hidden] outlives the pass. */
+typedef struct ea_tmp {
+  void *p[4]; /* U, V, and in the backward dU (when not over U), dV */
+} ea_tmp;
+
+static void ea_tmp_free(tg_tape *t, ea_tmp *m) {
+  for (int k = 0; k < 4; k++)
+    tgi_device_free(tgi_dev(t), m->p[k]), m->p[k] = NULL;
+}
+
+static tgc_blas ea_blas(tg_tape *t) {
+  tgc_blas h;
+  h.stream = TGI_STREAM(t);
+  h.cublas = TGI_CUBLAS(t);
+  h.lt = tgi_device_cublaslt(tgi_dev(t), &h.workspace, &h.workspace_bytes);
+  return h;
+}
+
+/* Temporary device buffer of bytes (zero-filled when zero); NULL + sticky error on failure. */
+static void *ea_tmp_alloc(tg_tape *t, size_t bytes, bool zero, const char *what) {
+  char msg[TGI_MSG_CAP];
+  void *q = NULL;
+  tg_status s = tgi_device_alloc(tgi_dev(t), bytes, &q, msg);
+  if (!s && zero && (s = tgi_device_zero(tgi_dev(t), q, bytes, msg))) tgi_device_free(tgi_dev(t), q), q = NULL;
+  if (s) tgi_fail(t, s, "%s: %s", what, msg);
+  return q;
+}
+
+/* Rows of w1's block for x_src (side 0) or x_dst (side 1), as an element offset. */
+static size_t off_w1x(const ea_state *es, int side) { return (size_t)((es->dim + (side ? es->Fs : 0)) * es->hid); }
+
+/* m->p[0] = U, m->p[1] = V (NULL for an absent side) from x (the node's IN_U / IN_V inputs, read
+ * at px[]) and w1 (at pw). */
+static bool ea_products(tg_tape *t, const ea_state *es, tg_dtype dt, const void *const px[2], const void *pw,
+                        ea_tmp *m) {
+  const size_t z = dt_size(dt);
+  tgc_blas h = ea_blas(t);
+  for (int side = 0; side < 2; side++) {
+    if (!px[side]) continue;
+    const int64_t rows = side ? es->g->Nq : es->g->Nk, cols = side ? es->Fd : es->Fs;
+    if (!(m->p[side] = ea_tmp_alloc(t, (size_t)(rows * es->hid) * z, false, "per-node products"))) return false;
+    tg_status s = cuda_matmul_forward(&h, dt, px[side], (const char *)pw + off_w1x(es, side) * z, m->p[side], 1, rows,
+                                      cols, es->hid, 1);
+    if (s) return tgi_fail_cuda(t, s, side ? "x_dst . w1_dst" : "x_src . w1_src"), false;
+  }
+  return true;
+}
+#endif
+
 /* ------------------------------------------------------------ backward (HOST, CUDA_FUSED) */
 
 #ifdef TIGA_HAVE_CUDA
@@ -387,7 +449,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
    * lane and slice kernels read U[j] last in the pass over source j, which then writes dU[j]; so
    * U's storage takes its gradient (tgi_grad_d_over: one [Nk, hid] buffer less; a second sweep
    * through this recording computes U again first, ea_redo_U) */
-  tgi_value *U = in_of(t, n, es, IN_U);
+  tgi_value *U = es->rp ? NULL : in_of(t, n, es, IN_U);                         /* rp: the slot holds x_src */
   if (U && (U->flags & TGI_SPENT) && !ea_redo_U(t, n, es, U)) return t->status; /* a second sweep */
   if (es->perm && (vals->flags & TGI_SPENT) && !rows_redo(t, vals)) return t->status;
   bool over = U && tgi_grad_over_ok(t, U);
@@ -395,8 +457,19 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
    * then writes their gradient over them (values_over: the lane kernels) */
   const bool vover = es->perm && tgi_grad_over_ok(t, vals);
   const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
-  if (!gy || !po || !gather_ptrs(t, n, es, true, true, (over ? 1u << IN_U : 0) | (vover ? 1u << IN_VALUES : 0), &p))
+  const unsigned rp_skip = es->rp ? (1u << IN_U) | (1u << IN_V) : 0; /* rp: x's gradients come after */
+  if (!gy || !po ||
+      !gather_ptrs(t, n, es, true, true, (over ? 1u << IN_U : 0) | (vover ? 1u << IN_VALUES : 0) | rp_skip, &p))
     return t->status;
+  /* rp: which products' gradients are wanted (through x or w1's block) */
+  tgi_value *w1v = in_of(t, n, es, IN_W1);
+  bool rp_want[2] = {false, false};
+  const void *rp_x[2] = {NULL, NULL};
+  for (int side = 0; es->rp && side < 2; side++) {
+    tgi_value *x = in_of(t, n, es, side ? IN_V : IN_U);
+    rp_x[side] = x ? p.in[side ? IN_V : IN_U] : NULL;
+    rp_want[side] = x && (x->requires_grad || w1v->requires_grad);
+  }
   if (over) p.grad[IN_U] = (void *)(uintptr_t)p.in[IN_U]; /* confirmed below */
   if (vover) p.grad[IN_VALUES] = (void *)(uintptr_t)p.in[IN_VALUES];
   if (es->perm && !((uintptr_t)gy % 16 == 0)) { /* the lane kernels read dout rows as vectors */
@@ -437,7 +510,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     }
   }
   /* per-source sums (dU, dvalues, dpos_src) walk the transpose */
-  bool per_source = d.U || d.values || d.ps;
+  bool per_source = d.U || d.values || d.ps || rp_want[0];
   tgc_csr cg;
   if (es->perm)
     cg = es->rcsr;
@@ -468,13 +541,45 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     if (zs) return tgi_fail(t, zs, "%s", msg), zs;
     d.pd = gpd2;
   }
-  tg_status s = cuda_edge_attention_backward(TGI_STREAM(t), &cg, &a, &di, po, gy, n->saved, &d, ws, wb);
+  /* rp: U and V again, dV in zeroed memory, dU over U where the kernels allow it (else zeroed) */
+  ea_tmp m = {{NULL}};
+  tg_status s = TG_OK;
+  if (es->rp) {
+    if (!ea_products(t, es, dt, rp_x, p.in[IN_W1], &m)) goto rp_out;
+    di.U = m.p[0], di.V = m.p[1];
+    if (rp_want[1] &&
+        !(d.V = m.p[3] = ea_tmp_alloc(t, (size_t)(st->Nq * es->hid) * z, true, "gradient of x_dst . w1_dst")))
+      goto rp_out;
+    if (rp_want[0]) {
+      d.U = m.p[0];
+      d.U_over = cuda_edge_attention_dU_over(&cg, &a, &di, po, gy, &d, ws);
+      if (!d.U_over &&
+          !(d.U = m.p[2] = ea_tmp_alloc(t, (size_t)(st->Nk * es->hid) * z, true, "gradient of x_src . w1_src")))
+        goto rp_out;
+    }
+  }
+  s = cuda_edge_attention_backward(TGI_STREAM(t), &cg, &a, &di, po, gy, n->saved, &d, ws, wb);
   if (!s && gpd2) s = cuda_cols(TGI_STREAM(t), TG_F32, st->Nq, es->dim, gpd2, es->dim, 0, d.ps, es->dim, 0, 1);
   if (!s && es->fold && (gps || gpd || gwp))
     s = cuda_edge_unfold(TGI_STREAM(t), st->Nk, st->Nq, es->dim, (int)es->hid, d.U, d.V, p.in[IN_PS], p.in[IN_PD],
                          (const float *)w1_block(es, p.in[IN_W1], z, false), gps, gpd, gwp, fws, fb);
   if (s) tgi_fail_cuda(t, s, "fused edge attention backward");
-  return s;
+  /* rp: the products' gradients, as their tg_matmul nodes would take them: x (+)= dU . w1_src^T,
+   * w1_src (+)= x^T . dU (likewise V), added into x's and w1's gradients */
+  for (int side = 0; !s && side < 2; side++) {
+    if (!rp_want[side]) continue;
+    tgi_value *x = in_of(t, n, es, side ? IN_V : IN_U);
+    tgc_grad ga = {NULL, 1}, gb = {NULL, 1};
+    if (x->requires_grad && !(ga.p = tgi_grad_d(t, x))) goto rp_out;
+    if (w1v->requires_grad) gb.p = (char *)p.grad[IN_W1] + off_w1x(es, side) * z;
+    tgc_blas h = ea_blas(t);
+    s = cuda_matmul_backward(&h, dt, rp_x[side], (const char *)p.in[IN_W1] + off_w1x(es, side) * z, side ? d.V : d.U,
+                             ga, gb, 1, side ? st->Nq : st->Nk, side ? es->Fd : es->Fs, es->hid, 1);
+    if (s) tgi_fail_cuda(t, s, side ? "gradient of x_dst . w1_dst" : "gradient of x_src . w1_src");
+  }
+rp_out:
+  ea_tmp_free(t, &m);
+  return t->status;
 #else
   (void)ps;
   return tgi_fail(t, TG_ERR_INTERNAL, "CUDA edge attention node in a host-only build"), TG_ERR_INTERNAL;
@@ -703,9 +808,13 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
    * forces it on / off at any size (tests: the rule's kernels on test-sized graphs; the bench) */
   const char *big_env = getenv("TIGA_EA_BIG");
   es->big = big_env && *big_env ? (strcmp(big_env, "0") ? 1 : -1) : 0;
+  /* recompute_products (tiga.h): the node takes x_src / x_dst in the U / V slots and makes the
+   * products itself in each pass (ea_products); the fold and the products node (which keep them on
+   * the tape) are not taken */
+  es->rp = p == TG_PROVIDER_CUDA_FUSED && o.recompute_products && (a[IN_U] || a[IN_V]);
   const char *fe_env = getenv("TIGA_EA_FOLD");
   es->fold = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_V] && es->hid == 16 &&
-             !(fe_env && !strcmp(fe_env, "0"));
+             !es->rp && !(fe_env && !strcmp(fe_env, "0"));
   /* Self attention at hidden 16 (the fold's case with one feature value x of at most 8 columns and
    * one position value on both sides, no edge features): the per-node products come from one
    * edge_attention_products node (U = x ws + p wp, V = x wd - p wp in one pass over the nodes; its
@@ -742,14 +851,15 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     es->fold = false;
   } else {
 #endif
-    /* the per-node feature products, recorded under the tape's provider */
+    /* the per-node feature products, recorded under the tape's provider (rp: made by the node) */
     const int64_t din = es->dim + es->Fs + es->Fd + es->Fe;
-    tg_id U = a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
-    tg_id V = a[IN_V] ? tg_matmul(t, x_dst, w1_rows(t, w1, din, es->dim + es->Fs, es->Fd, es->hid)) : TG_ABSENT;
+    const bool rec = !es->rp;
+    tg_id U = rec && a[IN_U] ? tg_matmul(t, x_src, w1_rows(t, w1, din, es->dim, es->Fs, es->hid)) : TG_ABSENT;
+    tg_id V = rec && a[IN_V] ? tg_matmul(t, x_dst, w1_rows(t, w1, din, es->dim + es->Fs, es->Fd, es->hid)) : TG_ABSENT;
     if (t->status) return TG_NO_ID;
     t->cur_op = name; /* the sub-ops named themselves */
-    if (a[IN_U] && !(a[IN_U] = tgi_arg(t, "x_src . w1_src", U))) return TG_NO_ID;
-    if (a[IN_V] && !(a[IN_V] = tgi_arg(t, "x_dst . w1_dst", V))) return TG_NO_ID;
+    if (rec && a[IN_U] && !(a[IN_U] = tgi_arg(t, "x_src . w1_src", U))) return TG_NO_ID;
+    if (rec && a[IN_V] && !(a[IN_V] = tgi_arg(t, "x_dst . w1_dst", V))) return TG_NO_ID;
 #ifdef TIGA_HAVE_CUDA
   }
 #endif
@@ -815,9 +925,16 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
                   qo = st->Nq * ((a[IN_V] ? es->hid : 0) + hf) * esz;
     const bool big = kv >= ((int64_t)16 << 20) || qo >= ((int64_t)16 << 20);
     if (!es->perm && (or_env && *or_env ? strcmp(or_env, "0") != 0 : big)) tgi_rel_dev_order(st->rel, &es->ro, &es->so);
+    ea_tmp m = {{NULL}};
+    if (es->rp) { /* the products for this pass, freed after its kernel */
+      const void *px[2] = {ptr.in[IN_U], ptr.in[IN_V]};
+      if (!ea_products(t, es, dt, px, ptr.in[IN_W1], &m)) return ea_tmp_free(t, &m), TG_NO_ID;
+      ptr.in[IN_U] = m.p[0], ptr.in[IN_V] = m.p[1];
+    }
     tgc_edge_inputs di = dev_inputs(es, &ptr, dt);
     tgc_edge_attn da = dev_attn(es, dt);
     tg_status s = cuda_edge_attention_forward(TGI_STREAM(t), &cg, &da, &di, po, pl);
+    ea_tmp_free(t, &m);
     if (s) return tgi_fail_cuda(t, s, "fused edge attention forward"), TG_NO_ID;
     saved = pl, saved_bytes = (size_t)nl * sizeof *pl;
 #endif

@@ -239,6 +239,7 @@ typedef struct ea_cfg {
   uint64_t seed;    /* tape seed (dropout) */
   int grad;         /* run backward from sum(y * R) */
   unsigned frozen;  /* bit k: argument k's leaf without requires_grad (no gradient read) */
+  int recompute;    /* opts.recompute_products */
 } ea_cfg;
 
 typedef struct ea_run {
@@ -292,6 +293,7 @@ static void run_tape(tg_runtime *rt, const ea_cfg *f, const ea_case *c, const ea
   tg_id leaf[NARG], arg[NARG], lse = TG_NO_ID;
   make_leaves(t, f, c, d, leaf, arg);
   tg_graph_attention_options o = opts_of(c, &lse);
+  o.recompute_products = f->recompute;
   tg_id y = call_op(t, rel, arg, &o);
   cr_assert_neq(y, TG_NO_ID, "tg_edge_attention (%s, %s): %s", tg_provider_name(f->prov), tg_dtype_name(f->dt),
                 tg_tape_error(t));
@@ -408,12 +410,12 @@ Test(edge_attention, host_matches_reference_f64_and_f32) {
     char what[256], cs[200];
     case_str(c, &g, cs, sizeof cs);
     ea_run r;
-    ea_cfg f64 = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    ea_cfg f64 = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
     run_tape(rt, &f64, c, &g, &d, &r);
     snprintf(what, sizeof what, "HOST f64 (%s)", cs);
     expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-10, 1e-12);
     run_free(&r);
-    ea_cfg f32 = {TG_PROVIDER_HOST, TG_F32, TG_F32, seed, 1, 0};
+    ea_cfg f32 = {TG_PROVIDER_HOST, TG_F32, TG_F32, seed, 1, 0, 0};
     run_tape(rt, &f32, c, &g, &d, &r);
     snprintf(what, sizeof what, "HOST f32 (%s)", cs);
     expect_run(what, c, &d, &r, ref.y, ref.lse, ref.g, 1e-4, 1e-5);
@@ -429,7 +431,7 @@ Test(edge_attention, host_matches_reference_f64_and_f32) {
       d2.in[PS] = ps, d2.in[PD] = pd;
       ea_ref ref2;
       ref_of(c, &g, &d2, seed, 0, &ref2);
-      ea_cfg mixed = {TG_PROVIDER_HOST, TG_F64, TG_F32, seed, 1, 0};
+      ea_cfg mixed = {TG_PROVIDER_HOST, TG_F64, TG_F32, seed, 1, 0, 0};
       run_tape(rt, &mixed, c, &g, &d2, &r);
       snprintf(what, sizeof what, "HOST f64 with f32 positions (%s)", cs);
       expect_run(what, c, &d2, &r, ref2.y, ref2.lse, ref2.g, 1e-6, 1e-6);
@@ -541,7 +543,7 @@ Test(edge_attention, dropout_is_the_graph_rule_counter_advances_no_grad_is_off) 
   tg_relation *rel = graph_rel(rt, &g);
   const uint64_t seed = 0xdecafbad;
   tg_tape_set_seed(t, seed);
-  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 0, 0};
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 0, 0, 0};
   tg_id leaf[NARG], arg[NARG];
   make_leaves(t, &f, &c, &d, leaf, arg);
   const int64_t ny = d.cnt[NARG];
@@ -586,7 +588,7 @@ Test(edge_attention, relation_without_edges_gives_zero) {
   data_init(&d, &c, &g, 5);
   tg_runtime *rt = ts_host_runtime();
   ea_run r;
-  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, 1, 1, 0};
+  ea_cfg f = {TG_PROVIDER_HOST, TG_F64, TG_F64, 1, 1, 0, 0};
   run_tape(rt, &f, &c, &g, &d, &r);
   for (int64_t i = 0; i < d.cnt[NARG]; i++)
     cr_expect_eq(r.y[i], 0.0);
@@ -966,7 +968,7 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
     data_init(&d, c, &g, 2000 + 10 * n);
     const uint64_t seed = 0xc0de + n;
     ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
     run_tape(hrt, &hf, c, &g, &d, &h);
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
@@ -982,10 +984,14 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
      * (TIGA_EA_OWN=0) runs them on the matmul + fold path */
     const int own = foldable && c->self && c->Fs <= 8 && c->Fe == 0;
     const int big = lanes && c->H == 4 && c->F == 2;
-    static const char *const lanes_env[8] = {NULL, NULL, NULL, "0", "1", "2", NULL, NULL};
-    for (int q = 0; q < 8; q++) {
-      if ((q == 2 && !foldable) || ((q >= 3 && q <= 5) && !lanes) || (q == 6 && !own) || (q == 7 && !big)) continue;
-      ea_cfg cf = {q == 1 ? TG_PROVIDER_CUDA_COMPOSED : TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
+    /* variant 8: recompute_products (the products made by the node in each pass; no fold, no
+     * products node), wherever there is a feature product */
+    static const char *const lanes_env[9] = {NULL, NULL, NULL, "0", "1", "2", NULL, NULL, NULL};
+    for (int q = 0; q < 9; q++) {
+      if ((q == 2 && !foldable) || ((q >= 3 && q <= 5) && !lanes) || (q == 6 && !own) || (q == 7 && !big) ||
+          (q == 8 && !c->Fs && !c->Fd))
+        continue;
+      ea_cfg cf = {q == 1 ? TG_PROVIDER_CUDA_COMPOSED : TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0, q == 8};
       if (q == 2) setenv("TIGA_EA_FOLD", "0", 1);
       if (q == 6) setenv("TIGA_EA_OWN", "0", 1);
       if (q == 7) setenv("TIGA_EA_BIG", "1", 1);
@@ -996,15 +1002,16 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
       unsetenv("TIGA_EA_BIG");
       unsetenv("TIGA_EA_LANES");
       snprintf(what, sizeof what, "%s%s%s%s f32 vs HOST f64 (%s)", tg_provider_name(cf.prov),
-               q == 2                           ? " unfolded"
-               : (q == 0 || q >= 3) && foldable ? " folded"
-                                                : "",
+               q == 2                                       ? " unfolded"
+               : (q == 0 || (q >= 3 && q != 8)) && foldable ? " folded"
+                                                            : "",
                q == 0 && lanes ? " lanes by size" : "",
                q >= 3 ? (q == 3   ? " packed"
                          : q == 4 ? " 1 lane"
                          : q == 5 ? " 2 lanes"
                          : q == 6 ? " matmul + fold"
-                                  : " large-graph rule")
+                         : q == 7 ? " large-graph rule"
+                                  : " products recomputed")
                       : "",
                cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
@@ -1027,9 +1034,11 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
   ea_graph g = graph_random(203, 190, 0.04, 77);
   const unsigned all = (1u << NARG) - 1;
   const unsigned frozen[3] = {all & ~((1u << PS) | (1u << PD)), all & ~(1u << W1), 0};
-  for (int vl = 0; vl < 8; vl++) {
-    const int v = vl % 4;
-    if (vl >= 4) setenv("TIGA_EA_LANES", "0", 1);
+  /* vl 8..11: the same with recompute_products (no fold then: the general kernels with geometry),
+   * where the products' gradients go to x and w1 only as far as they want them */
+  for (int vl = 0; vl < 12; vl++) {
+    const int v = vl % 4, rc = vl >= 8;
+    if (vl >= 4 && vl < 8) setenv("TIGA_EA_LANES", "0", 1);
     ea_data d;
     data_init(&d, &c, &g, 900 + (uint64_t)v);
     if (v == 3) /* positions around (40, -25, 10), displacements of order 1 */
@@ -1038,12 +1047,16 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
           d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
     const unsigned fz = frozen[v < 3 ? v : 2];
     ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz}, cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz, 0},
+           cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz, rc};
     run_tape(hrt, &hf, &c, &g, &d, &h);
     run_tape(crt, &cf, &c, &g, &d, &r);
     unsetenv("TIGA_EA_LANES");
     char what[96];
-    snprintf(what, sizeof what, "folded%s, %s", vl >= 4 ? " (packed)" : "",
+    snprintf(what, sizeof what, "%s, %s",
+             rc        ? "products recomputed"
+             : vl >= 4 ? "folded (packed)"
+                       : "folded",
              v == 0   ? "positions alone want gradients"
              : v == 1 ? "w1 alone"
              : v == 2 ? "everything"
@@ -1087,19 +1100,25 @@ Test(edge_attention_cuda, bf16_fused_matches_bf16_composed) {
     data_init(&d0, c, &g, 3000 + 10 * n);
     data_rounded(&d, &d0, TG_BF16);
     const uint64_t seed = 0xbf16 + n;
-    ea_run h, rf, rc;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
-    ea_cfg ff = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1, 0};
-    ea_cfg cf = {TG_PROVIDER_CUDA_COMPOSED, TG_BF16, TG_F32, seed, 1, 0};
+    ea_run h, rf, rc, rr;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
+    ea_cfg ff = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1, 0, 0};
+    ea_cfg cf = {TG_PROVIDER_CUDA_COMPOSED, TG_BF16, TG_F32, seed, 1, 0, 0};
+    ea_cfg rpf = {TG_PROVIDER_CUDA_FUSED, TG_BF16, TG_F32, seed, 1, 0, 1}; /* recompute_products */
     run_tape(hrt, &hf, c, &g, &d, &h);
     run_tape(crt, &ff, c, &g, &d, &rf);
     run_tape(crt, &cf, c, &g, &d, &rc);
+    run_tape(crt, &rpf, c, &g, &d, &rr);
     char cs[200];
     case_str(c, &g, cs, sizeof cs);
     const double tol_y = 3e-2, tol_g = 8e-2; /* a kink flip moves da by (1 - slope) dz */
     double e1 = ts_rel_l2(rf.y, rc.y, (size_t)d.cnt[NARG]), e2 = ts_rel_l2(rf.y, h.y, (size_t)d.cnt[NARG]);
     cr_log_info("bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
     cr_expect(e1 <= tol_y && e2 <= tol_y, "bf16 (%s) out: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs, e1, e2);
+    /* recomputed products: the forward's products are the same bits, so is out; the gradients add
+     * the products' parts in another order */
+    double e3 = ts_rel_l2(rr.y, rf.y, (size_t)d.cnt[NARG]);
+    cr_expect(e3 <= 1e-6, "bf16 (%s) out: FUSED with recomputed products vs FUSED %.3g", cs, e3);
     for (int k = 0; k < NARG; k++) {
       if (!h.g[k] || k == B2) continue; /* db2 is rounding noise */
       e1 = ts_rel_l2(rf.g[k], rc.g[k], (size_t)d.cnt[k]), e2 = ts_rel_l2(rf.g[k], h.g[k], (size_t)d.cnt[k]);
@@ -1109,8 +1128,11 @@ Test(edge_attention_cuda, bf16_fused_matches_bf16_composed) {
       const double tol = k == B1 ? 2 * tol_g : tol_g;
       cr_expect(e1 <= tol && e2 <= tol, "bf16 (%s) gradient of %s: FUSED vs COMPOSED %.3g, FUSED vs HOST f64 %.3g", cs,
                 NAMES[k], e1, e2);
+      e3 = ts_rel_l2(rr.g[k], h.g[k], (size_t)d.cnt[k]);
+      cr_expect(e3 <= tol, "bf16 (%s) gradient of %s: FUSED with recomputed products vs HOST f64 %.3g", cs, NAMES[k],
+                e3);
     }
-    run_free(&h), run_free(&rf), run_free(&rc);
+    run_free(&h), run_free(&rf), run_free(&rc), run_free(&rr);
     data_free(&d), data_free(&d0);
     graph_free(&g);
   }
@@ -1126,14 +1148,14 @@ Test(edge_attention_cuda, dropout_masks_equal_across_providers) {
   data_init(&d, &c, &g, 4000);
   const uint64_t seed = 0xfeed;
   ea_run h, r;
-  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
   run_tape(hrt, &hf, &c, &g, &d, &h);
   ea_ref ref;
   ref_of(&c, &g, &d, seed, 0, &ref);
   expect_close("HOST keep 0.5 vs the rule", "out", h.y, ref.y, d.cnt[NARG], 1e-10, 1e-12);
   const tg_provider provs[2] = {TG_PROVIDER_CUDA_FUSED, TG_PROVIDER_CUDA_COMPOSED};
   for (int q = 0; q < 2; q++) {
-    ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1, 0};
+    ea_cfg cf = {provs[q], TG_F32, TG_F32, seed, 1, 0, 0};
     run_tape(crt, &cf, &c, &g, &d, &r);
     char what[64];
     snprintf(what, sizeof what, "%s keep 0.5 vs HOST", tg_provider_name(provs[q]));
@@ -1153,7 +1175,7 @@ static tg_tape *cuda_call(tg_runtime *rt, tg_relation *rel, tg_provider p, const
                           tg_dtype dt, tg_id *y, size_t *before) {
   tg_tape *t = ts_tape(rt);
   tg_tape_set_provider(t, p, NULL);
-  ea_cfg f = {p, dt, TG_F32, 1, 0, 0};
+  ea_cfg f = {p, dt, TG_F32, 1, 0, 0, 0};
   tg_id leaf[NARG], arg[NARG];
   make_leaves(t, &f, c, d, leaf, arg);
   tg_tape_stats(t, before, NULL);
@@ -1198,7 +1220,7 @@ Test(edge_attention_cuda, unsupported_sizes_fail_on_fused_and_auto_picks_compose
     tg_tape_destroy(t);
     if (dt == TG_F32) { /* and it computes the op */
       ea_run h, r;
-      ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, 0}, af = {TG_PROVIDER_AUTO, TG_F32, TG_F32, 5, 1, 0};
+      ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, 0, 0}, af = {TG_PROVIDER_AUTO, TG_F32, TG_F32, 5, 1, 0, 0};
       run_tape(hrt, &hf, c, &g, &d, &h);
       run_tape(crt, &af, c, &g, &d, &r);
       char w[64];
@@ -1292,10 +1314,10 @@ Test(edge_attention_cuda, locality_schedule_same_results) {
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
     ea_run h, r[2];
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
     run_tape(hrt, &hf, c, &g, &d, &h);
     for (int q = 0; q < 2; q++) {
-      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
+      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0, 0};
       setenv("TIGA_EA_ORDER", q ? "0" : "1", 1);
       run_tape(crt, &cf, c, &g, &d, &r[q]);
       /* the explain line of a forward-only call on a fresh relation */
@@ -1351,9 +1373,10 @@ Test(edge_attention_cuda, slice_kernels_match_host_f64) {
       {.dim = 1, .Fs = 4, .Fd = 4, .hid = 64, .H = 1, .F = 8, .keep = 0.7, .slope = 0},
       {.dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 2, .F = 32, .b1 = 1, .keep = 1, .slope = 0.1},
   };
-  static const char *const slice_env[4] = {NULL, NULL, NULL, "0"};
-  static const char *const lanes_env[4] = {NULL, "1", "2", NULL};
-  static const char *const name[4] = {"slices by size", "1 slice a row", "2 slices a row", "warp-per-row"};
+  static const char *const slice_env[5] = {NULL, NULL, NULL, "0", NULL};
+  static const char *const lanes_env[5] = {NULL, "1", "2", NULL, NULL};
+  static const char *const name[5] = {"slices by size", "1 slice a row", "2 slices a row", "warp-per-row",
+                                      "slices, products recomputed"};
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
     const ea_case *c = &cases[n];
     ea_graph g = cuda_graph(n, c);
@@ -1361,12 +1384,12 @@ Test(edge_attention_cuda, slice_kernels_match_host_f64) {
     data_init(&d, c, &g, 7000 + 10 * n);
     const uint64_t seed = 0x51ce + n;
     ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0};
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, seed, 1, 0, 0};
     run_tape(hrt, &hf, c, &g, &d, &h);
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
-    for (int q = 0; q < 4; q++) {
-      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0};
+    for (int q = 0; q < 5; q++) {
+      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0, q == 4};
       if (slice_env[q]) setenv("TIGA_EA_SLICE", slice_env[q], 1);
       if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
       run_tape(crt, &cf, c, &g, &d, &r);
@@ -1551,4 +1574,109 @@ Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
     graph_free(&g);
   }
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
+}
+
+/* recompute_products on two stacked layers (the point-cloud seed model's shape: values = the
+ * features viewed [N, 1, 8], hidden 64, a band graph of N 40009 rows with up to 8 sources each):
+ * the same results as with the products kept on the tape, and a step that holds at least two
+ * [N, 64] f32 products less at its peak (without it, layer 2's products and their gradient are
+ * still on the tape while layer 1's backward holds its own). */
+typedef struct rc_run {
+  double *g[3]; /* x, w1 of layer 1, w1 of layer 2 */
+  double y0;
+  size_t peak;
+} rc_run;
+
+static void rc_step(tg_runtime *rt, const tg_relation *rel, int64_t n, int rc, rc_run *r) {
+  enum { HID = 64, FX = 8, DIN = 3 + 2 * FX };
+  tg_tape *t = ts_tape(rt);
+  tg_tape_set_provider(t, TG_PROVIDER_CUDA_FUSED, NULL);
+  uint64_t s = 4242;
+  double *q = malloc((size_t)(n * 3) * sizeof *q), *x = malloc((size_t)(n * FX) * sizeof *x);
+  for (int64_t i = 0; i < n; i++)
+    for (int d = 0; d < 3; d++)
+      q[i * 3 + d] = (double)i / 4.0 * (d == 0) + 0.5 * ((double)(ts_next(&s) >> 11) / 9007199254740992.0 - 0.5);
+  for (int64_t i = 0; i < n * FX; i++)
+    x[i] = (double)(ts_next(&s) >> 11) / 9007199254740992.0 - 0.5;
+  const int64_t sq[2] = {n, 3}, sx[2] = {n, FX}, sv[3] = {n, 1, FX}, sw1[2] = {DIN, HID}, sb1[1] = {HID},
+                sw2[2] = {HID, 1}, sb2[1] = {1};
+  float *b = ts_convert(q, (size_t)(n * 3), TG_F32);
+  tg_id pos = ts_input(t, TG_F32, 2, sq, b, 0);
+  free(b);
+  b = ts_convert(x, (size_t)(n * FX), TG_F32);
+  tg_id h = ts_input(t, TG_F32, 2, sx, b, TG_REQUIRES_GRAD), leaf[3] = {h, TG_NO_ID, TG_NO_ID};
+  free(b);
+  tg_graph_attention_options o;
+  tg_graph_attention_options_init(&o);
+  o.recompute_products = rc;
+  size_t before = 0;
+  cr_assert_eq(tg_runtime_sync(rt), TG_OK);
+  tg_runtime_memory(rt, &before, NULL);
+  tg_runtime_reset_peak(rt);
+  for (int l = 0; l < 2; l++) {
+    float w1[DIN * HID], b1[HID], w2[HID], b2[1] = {0.1f};
+    for (int k = 0; k < DIN * HID; k++)
+      w1[k] = (float)(((double)(ts_next(&s) >> 11) / 9007199254740992.0 - 0.5) * 0.6);
+    for (int k = 0; k < HID; k++)
+      b1[k] = (float)(0.01 * k - 0.3), w2[k] = (float)(((double)(ts_next(&s) >> 11) / 9007199254740992.0 - 0.5));
+    tg_id W1 = ts_input(t, TG_F32, 2, sw1, w1, TG_REQUIRES_GRAD);
+    leaf[1 + l] = W1;
+    tg_id a = tg_edge_attention(t, rel, pos, pos, h, h, TG_ABSENT, tg_reshape(t, h, 3, sv), W1,
+                                ts_input(t, TG_F32, 1, sb1, b1, TG_REQUIRES_GRAD),
+                                ts_input(t, TG_F32, 2, sw2, w2, TG_REQUIRES_GRAD),
+                                ts_input(t, TG_F32, 1, sb2, b2, TG_REQUIRES_GRAD), &o);
+    cr_assert_neq(a, TG_NO_ID, "layer %d: %s", l, tg_tape_error(t));
+    h = tg_reshape(t, a, 2, sx);
+  }
+  tg_id loss = tg_sum(t, tg_mul(t, h, h));
+  cr_assert_eq(tg_tape_backward(t, loss), TG_OK, "backward: %s", tg_tape_error(t));
+  cr_assert_eq(tg_runtime_sync(rt), TG_OK);
+  size_t peak = 0;
+  tg_runtime_memory(rt, NULL, &peak);
+  r->peak = peak - before;
+  const int64_t cnt[3] = {n * FX, DIN * HID, DIN * HID};
+  for (int k = 0; k < 3; k++) {
+    r->g[k] = malloc((size_t)cnt[k] * sizeof(double));
+    ts_read_grad(t, leaf[k], r->g[k], cnt[k]);
+  }
+  cr_assert_eq(tg_tape_scalar(t, loss, &r->y0), TG_OK);
+  tg_tape_destroy(t);
+  free(q), free(x);
+}
+
+Test(edge_attention_cuda, recompute_products_two_layers_hold_less) {
+  tg_runtime *crt = ts_cuda_runtime_or_skip();
+  const int64_t n = 40009;
+  int64_t *rp = malloc((size_t)(n + 1) * sizeof *rp);
+  int32_t *ci = malloc((size_t)(n * 8) * sizeof *ci);
+  int64_t E = 0;
+  for (int64_t i = 0; i < n; i++) { /* sources i - 4 .. i + 4 but i, every 7th row without any */
+    rp[i] = E;
+    if (i % 7 == 3) continue;
+    for (int64_t j = i - 4; j <= i + 4; j++)
+      if (j >= 0 && j < n && j != i) ci[E++] = (int32_t)j;
+  }
+  rp[n] = E;
+  tg_relation *rel = NULL;
+  cr_assert_eq(tg_relation_csr(crt, n, n, rp, (size_t)(n + 1) * sizeof *rp, ci, (size_t)E * sizeof *ci, &rel), TG_OK,
+               "%s", tg_runtime_error(crt));
+  rc_run keep, rc;
+  rc_step(crt, rel, n, 0, &keep);
+  rc_step(crt, rel, n, 1, &rc);
+  static const char *const NM[3] = {"x", "layer 1 w1", "layer 2 w1"};
+  const int64_t cnt[3] = {n * 8, 19 * 64, 19 * 64};
+  for (int k = 0; k < 3; k++)
+    expect_close_floor("recomputed vs kept products", NM[k], rc.g[k], keep.g[k], cnt[k], 1e-5, 1e-5, 0);
+  cr_expect(fabs(rc.y0 - keep.y0) <= 1e-5 * fabs(keep.y0), "loss %.9g recomputed vs %.9g kept", rc.y0, keep.y0);
+  const size_t product = (size_t)n * 64 * sizeof(float);
+  cr_log_info("two layers, N %lld hidden 64: step peak %.2f MiB with the products kept, %.2f recomputed\n",
+              (long long)n, keep.peak / 1048576.0, rc.peak / 1048576.0);
+  cr_expect(rc.peak + 2 * product <= keep.peak,
+            "recompute_products: step peak %zu bytes, not at least two products (%zu bytes) below %zu", rc.peak,
+            2 * product, keep.peak);
+  for (int k = 0; k < 3; k++)
+    free(keep.g[k]), free(rc.g[k]);
+  tg_relation_destroy(rel);
+  free(rp), free(ci);
+  tg_runtime_destroy(crt);
 }

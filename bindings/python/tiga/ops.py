@@ -361,13 +361,16 @@ def gat_attention(rel: Relation, e_dst: Value, e_src: Value, values: Value, nega
 def edge_attention(rel: Relation, values: Value, w1: Value, w2: Value, pos_src: Optional[Value] = None,
                    pos_dst: Optional[Value] = None, x_src: Optional[Value] = None, x_dst: Optional[Value] = None,
                    edge_feat: Optional[Value] = None, b1: Optional[Value] = None, b2: Optional[Value] = None,
-                   negative_slope: float = 0.2, dropout_keep: float = 1.0, return_lse: bool = False) -> Any:
+                   negative_slope: float = 0.2, dropout_keep: float = 1.0, return_lse: bool = False,
+                   recompute_products: bool = False) -> Any:
     """Edge-MLP attention (tiga.h tg_edge_attention): the score of edge (j -> i) is
     LeakyReLU([pos_src[j] - pos_dst[i] | x_src[j] | x_dst[i] | edge_feat[e]] @ w1 + b1) @ w2 + b2, one
-    softmax per destination and head, times values[j]. None = absent."""
+    softmax per destination and head, times values[j]. None = absent. recompute_products: CUDA_FUSED
+    makes the per-node products again in the backward instead of keeping them (less memory)."""
     t = values.tape
     lse = C.c_int64(NO_ID)
     o = _graph_opts(negative_slope, dropout_keep, lse if return_lse else None)
+    o.recompute_products = int(bool(recompute_products))
     out = t._op(lib.tg_edge_attention(t.handle, rel.handle, _opt(pos_src), _opt(pos_dst), _opt(x_src), _opt(x_dst),
                                       _opt(edge_feat), values.id, w1.id, _opt(b1), w2.id, _opt(b2), C.byref(o)))
     return (out, Value(t, lse.value)) if return_lse else out
