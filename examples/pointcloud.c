@@ -228,6 +228,7 @@ static tg_id attend(pc_model *m, int l, tg_id q, tg_id hc, tg_id v, int64_t widt
     w[k] = to_dtype(m, weight(m, l * PC_PER_LAYER + PC_W1 + k));
   tg_graph_attention_options o;
   tg_graph_attention_options_init(&o);
+  o.recompute_products = m->cfg.recompute;
   tg_provider prev;
   tg_tape_set_provider(t, m->cfg.attention, &prev);
   tg_id a = tg_edge_attention(t, m->data->graph, q, q, hc, hc, TG_ABSENT, v, w[0], w[1], w[2], w[3], &o);

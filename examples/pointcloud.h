@@ -66,6 +66,7 @@ typedef struct pc_config {
   double kappa;            /* kernel sharpness of the target (4) */
   double lr;               /* Adam (5e-3; train_pointcloud uses 2e-2 for the seed model) */
   int freeze_score;        /* keep W1, b1, W2, b2 at init */
+  int recompute;           /* the attention layers' opts.recompute_products (CUDA_FUSED: less memory) */
   tg_provider attention;   /* provider of the tg_edge_attention nodes (AUTO: the tape's) */
   tg_dtype dtype;          /* F32, or BF16 (the attention op only; CUDA) */
   uint64_t seed;           /* data and weights */

@@ -7,13 +7,17 @@
  *   train_pointcloud [--model wide|seed] [--n 512] [--degree 7] [--device cuda|host]
  *                    [--attention fused|composed|host|auto] [--dtype f32|bf16] [--steps 200]
  *                    [--lr 5e-3 (wide) | 2e-2 (seed)] [--seed 0] [--hidden 64] [--heads 4 (wide) | 1 (seed)]
- *                    [--freeze-score] [--csv PATH] [--svg PATH] [--log-interval 20] [--quiet] [--profile]
+ *                    [--freeze-score] [--recompute] [--csv PATH] [--svg PATH] [--log-interval 20] [--quiet]
+ *                    [--profile]
  *                    [--expect-drop F] [--check-freeze-ratio R]
  *
  * Prints a progress line every --log-interval steps and a summary: the final loss (mean of the last
  * 10 steps' losses), the norms of the last step's position and feature gradients (the run fails when
  * either is zero or not finite: gradients must reach the geometry and the features), and the
  * median step time. --csv writes step,loss,step_ms; --svg the loss curve (log scale).
+ * --recompute: the attention layers take tg_graph_attention_options.recompute_products (CUDA_FUSED:
+ * their per-node products are made again in the backward instead of kept on the tape — less memory,
+ * two small products more per layer).
  * --expect-drop F: fail (exit 1) unless final loss <= F * first loss.
  * --check-freeze-ratio R: train twice from the same initial weights, with the score network trained
  * and then frozen (--freeze-score), and fail unless frozen final loss >= R * trained final loss.
@@ -48,8 +52,9 @@ static void usage(FILE *f) {
   fprintf(f, "usage: train_pointcloud [--model wide|seed] [--n N] [--degree D] [--device cuda|host]\n"
              "                        [--attention fused|composed|host|auto] [--dtype f32|bf16] [--steps N] [--lr X]\n"
              "                        [--seed S] [--hidden N] [--heads N]\n"
-             "                        [--freeze-score] [--csv PATH] [--svg PATH] [--log-interval N] [--quiet]\n"
-             "                        [--profile] [--expect-drop F] [--check-freeze-ratio R]\n");
+             "                        [--freeze-score] [--recompute] [--csv PATH] [--svg PATH] [--log-interval N]\n"
+             "                        [--quiet]"
+             " [--profile] [--expect-drop F] [--check-freeze-ratio R]\n");
 }
 
 static int bad(const char *a, const char *v) {
@@ -71,6 +76,8 @@ static int parse(opts *o, int argc, char **argv) {
       o->cfg.profile = 1, used = 0;
     } else if (!strcmp(a, "--freeze-score")) {
       o->cfg.freeze_score = 1, used = 0;
+    } else if (!strcmp(a, "--recompute")) {
+      o->cfg.recompute = 1, used = 0;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       exit(0);
@@ -297,10 +304,10 @@ int main(int argc, char **argv) {
          "graph and target in %.2f s\n",
          (long long)d.n, d.cutoff, o.cfg.degree, (long long)d.edges, (double)d.edges / (double)d.n, now_s() - t0);
   printf("model: %s, 2 edge-MLP attention layers, f_in %d, hidden %d, heads %d; runtime %s, attention %s, %s; "
-         "Adam lr %g, %d steps%s\n",
+         "Adam lr %g, %d steps%s%s\n",
          o.cfg.model == PC_MODEL_SEED ? "seed" : "wide", o.cfg.f_in, o.cfg.hidden, o.cfg.heads, cuda ? "cuda" : "host",
          tg_provider_name(o.cfg.attention), tg_dtype_name(o.cfg.dtype), o.cfg.lr, o.steps,
-         o.cfg.freeze_score ? ", score network frozen" : "");
+         o.cfg.freeze_score ? ", score network frozen" : "", o.cfg.recompute ? ", products recomputed" : "");
   result r = {0}, rf = {0};
   int rc = train(&o, rt, &d, o.cfg.freeze_score, &r);
   if (!rc) {
