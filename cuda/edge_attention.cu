@@ -168,7 +168,7 @@ extern "C" size_t cuda_edge_attention_backward_workspace(const tgc_csr *g, const
 extern "C" tg_status cuda_edge_attention_forward(tgc_stream s, const tgc_csr *g, const tgc_edge_attn *a,
                                                  const tgc_edge_inputs *in, void *out, float *lse) {
   const char *op = "cuda_edge_attention_forward";
-  Args x;
+  Args x{}; // value-initialised: a field a path does not set reads 0
   tg_status st = make_args(op, g, a, in, false, &x);
   if (st != TG_OK || g->nq == 0) return st;
   if (!out || !lse) {

@@ -560,7 +560,7 @@ extern "C" int cuda_edge_attention_dU_over(const tgc_csr *g, const tgc_edge_attn
                                            const void *out, const void *dout, const tgc_edge_grads *d,
                                            const void *workspace) {
   if (!g || !a || !in || !d || !d->U || !in->U) return 0;
-  Args x;
+  Args x{}; // value-initialised: a field a path does not set reads 0
   // lse only needs to be non-NULL for planning
   const BwdPlan pl = plan_backward("cuda_edge_attention_dU_over", g, a, in, out, dout,
                                    static_cast<const float *>(workspace), d, workspace, x);
@@ -572,7 +572,7 @@ extern "C" tg_status cuda_edge_attention_backward(tgc_stream s, const tgc_csr *g
                                                   const float *lse, const tgc_edge_grads *d, void *workspace,
                                                   size_t workspace_bytes) {
   const char *op = "cuda_edge_attention_backward";
-  Args x;
+  Args x{}; // value-initialised: a field a path does not set reads 0
   const BwdPlan pl = plan_backward(op, g, a, in, out, dout, lse, d, workspace, x);
   if (pl.st != TG_OK || !pl.go) return pl.st;
   const bool ln = pl.ln;
