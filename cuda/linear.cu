@@ -370,6 +370,14 @@ extern "C" tg_status cuda_linear_backward(const tgc_blas *h, tg_dtype dt, const 
                                           tgc_grad gx, tgc_grad gw, tgc_grad gb, void *scratch, int64_t rows,
                                           int64_t in, int64_t out) {
   tg_status st = TG_OK;
+  // tall f32 shapes with the weight gradient wanted: gx, gw and gb in one pass over gy
+  // (cuda_tall_backward) where its shape rule and the workspace allow
+  if (gw.p && tall(dt, rows, in, out, {x, gy, gw.p}) && (!gx.p || tgc_aligned(gx.p, 16)) && tgc_aligned(w, 16) &&
+      cuda_tall_backward_ok(rows, in, out) && h->workspace &&
+      h->workspace_bytes >= cuda_tall_backward_workspace(rows, in, out))
+    return cuda_tall_backward(h->stream, rows, in, out, static_cast<const float *>(x), static_cast<const float *>(w),
+                              static_cast<const float *>(gy), static_cast<float *>(gx.p), gx.add,
+                              static_cast<float *>(gw.p), gw.add, static_cast<float *>(gb.p), gb.add, h->workspace);
   // gx[rows, in] (+)= gy[rows, out] · wᵀ   (w stored [in, out] = [N, K]: transposed)
   if (gx.p && tall(dt, rows, out, in, {gy, w, gx.p}))
     st = cuda_tall_ab(h->stream, rows, out, in, static_cast<const float *>(gy), static_cast<const float *>(w), 1,

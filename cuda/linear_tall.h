@@ -21,6 +21,17 @@ size_t cuda_tall_atb_workspace(int64_t R, int64_t M, int64_t N);
 /* C[M, N] (+)= A[R, M]^T . B[R, N] (M, N as K, N of cuda_tall_shape_ok); ws: the workspace. */
 tg_status cuda_tall_atb(tgc_stream s, int64_t R, int64_t M, int64_t N, const float *A, const float *B, float *C,
                         int add, void *ws);
+/* A linear's whole backward in one pass over G = dY (k_tall_bwd), for shapes where
+ * cuda_tall_backward_ok holds (cuda_tall_shape_ok, K 4 or 8, N / 4 a power of two from K to 32; 0 also when
+ * TIGA_TALL_BWD=0 in the environment: the tests' switch for the separate kernels):
+ *   dX[R, K] (+)= G[R, N] . W^T (W stored [K, N]),  dW[K, N] (+)= X^T . G,  db[N] (+)= column sums of G;
+ * each output NULL when not wanted (X is read only for dW, W only for dX); ws:
+ * cuda_tall_backward_workspace bytes. Bit-reproducible (fixed orders). */
+int cuda_tall_backward_ok(int64_t R, int64_t K, int64_t N);
+size_t cuda_tall_backward_workspace(int64_t R, int64_t K, int64_t N);
+tg_status cuda_tall_backward(tgc_stream s, int64_t R, int64_t K, int64_t N, const float *X, const float *W,
+                             const float *G, float *dX, int dx_add, float *dW, int dw_add, float *db, int db_add,
+                             void *ws);
 #ifdef __cplusplus
 }
 #endif

@@ -648,23 +648,33 @@ Test(linear_cuda, bias_gradient_epilogue) {
 
 /* Tall-and-skinny f32 products (cuda/linear_tall.cu: at least 8192 rows, K and N multiples of 4,
  * K * N <= 1024): every mode and leaf subset, fresh and accumulated gradients, odd row counts (not a
- * multiple of a block's rows), on the tall kernels and again on cuBLAS (TIGA_LINEAR_TALL=0). */
+ * multiple of a block's rows), on the tall kernels (at K 4 or 8 the forward on a resident grid,
+ * k_tall_ab_k, and the backward in one pass, k_tall_bwd, where N / 4 is a power of two from K to 32:
+ * the last three sizes), again on the first forms (TIGA_TALL_AB=0, TIGA_TALL_BWD=0: k_tall_ab, and
+ * k_tall_ab + k_tall_atb + a column sum) and on cuBLAS (TIGA_LINEAR_TALL=0). */
 Test(linear_cuda, tall_skinny_products) {
   static const int flags[4][3] = {{1, 1, 1}, {0, 0, 1}, {0, 1, 1}, {1, 1, 0}};
-  static const int64_t sizes[3][3] = {{20011, 8, 16}, {8192, 16, 8}, {9001, 4, 4}};
-  /* TIGA_TALL_TEST_QUICK=1: the tall kernels on the two smaller sizes in mode 0 only (racecheck) */
+  static const int64_t sizes[6][3] = {{20011, 8, 16}, {8192, 16, 8},  {9001, 4, 4},
+                                      {12007, 8, 64}, {8193, 8, 128}, {10007, 4, 16}};
+  /* TIGA_TALL_TEST_QUICK=1 (racecheck): the tall kernels in mode 0 on three sizes, separate kernels
+   * and k_tall_bwd at K 4 and 8 */
+  static const int quick_sizes[3] = {2, 5, 4};
   const char *qe = getenv("TIGA_TALL_TEST_QUICK");
   const int quick = qe && *qe == '1';
   tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
-  for (int off = 0; off < 2 - quick; off++) {
-    if (off) setenv("TIGA_LINEAR_TALL", "0", 1);
+  for (int off = 0; off < 3 - 2 * quick; off++) {
+    if (off == 1) setenv("TIGA_TALL_BWD", "0", 1), setenv("TIGA_TALL_AB", "0", 1);
+    if (off == 2) setenv("TIGA_LINEAR_TALL", "0", 1);
     for (int mode = 0; mode < 3 - 2 * quick; mode++)
-      for (int sz = quick; sz < 3; sz++)
+      for (int zi = 0; zi < (quick ? 3 : 6); zi++)
         for (int f = 0; f < 4; f++) {
+          const int sz = quick ? quick_sizes[zi] : zi;
           lin2_cfg c = {mode, flags[f][0], flags[f][1], flags[f][2], sizes[sz][0], sizes[sz][1], sizes[sz][2]};
           if (mode == 2) c.in = c.out;
           lin2_check(crt, hrt, &c, TG_F32, 1e-5);
         }
+    unsetenv("TIGA_TALL_BWD");
+    unsetenv("TIGA_TALL_AB");
     unsetenv("TIGA_LINEAR_TALL");
   }
   tg_runtime_destroy(crt);
