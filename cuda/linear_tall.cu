@@ -28,39 +28,50 @@ constexpr int kTallThreads = 256, kTallMaxKN = 1024, kTallMaxBlocks = 1024;
 constexpr int64_t kTallRowsPerBlock = 128, kTallMinRows = 8192;
 constexpr int kAbBlocksPerSm = 4; // k_tall_ab_k's grid: blocks a SM (56 registers at K 8: four resident)
 
-__global__ void __launch_bounds__(kTallThreads)
-    k_tall_ab(int64_t R, int K, int N, const float *__restrict__ X, const float *__restrict__ W, int w_trans,
-              const float *__restrict__ bias, float *__restrict__ Y, int add) {
-  __shared__ alignas(16) float w[kTallMaxKN];
+// k_tall_ab's and k_tall_ab_k's pieces: W into shared memory as [K][N] (transposed on load when
+// stored [N, K]); acc += x[k .. k + 3] . w's rows k .. k + 3 at columns 4q .. 4q + 3, in that order;
+// Y[r, 4q .. 4q + 3] (+)= acc.
+__device__ __forceinline__ void ab_load_w(float *w, const float *__restrict__ W, int K, int N, int w_trans) {
   for (int t = threadIdx.x; t < K * N; t += kTallThreads) {
     const int k = t / N, n = t % N;
     w[t] = w_trans ? W[(int64_t)n * K + k] : W[t];
   }
   __syncthreads();
-  const int NQ = N >> 2;
-  const int64_t t = (int64_t)blockIdx.x * kTallThreads + threadIdx.x, r = t / NQ;
-  if (r >= R) return;
-  const int q = (int)(t - r * NQ);
-  float4 acc = bias ? *reinterpret_cast<const float4 *>(bias + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
-  const float *x = X + r * K;
-  for (int k = 0; k < K; k += 4) {
-    const float4 xv = *reinterpret_cast<const float4 *>(x + k);
-    const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+}
+__device__ __forceinline__ void ab_rows4(float4 &acc, const float4 xv, const float *w, int k, int N, int q) {
+  const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const float4 wv = *reinterpret_cast<const float4 *>(w + (k + u) * N + 4 * q);
-      acc.x = fmaf(xs[u], wv.x, acc.x);
-      acc.y = fmaf(xs[u], wv.y, acc.y);
-      acc.z = fmaf(xs[u], wv.z, acc.z);
-      acc.w = fmaf(xs[u], wv.w, acc.w);
-    }
+  for (int u = 0; u < 4; ++u) {
+    const float4 wv = *reinterpret_cast<const float4 *>(w + (k + u) * N + 4 * q);
+    acc.x = fmaf(xs[u], wv.x, acc.x);
+    acc.y = fmaf(xs[u], wv.y, acc.y);
+    acc.z = fmaf(xs[u], wv.z, acc.z);
+    acc.w = fmaf(xs[u], wv.w, acc.w);
   }
+}
+__device__ __forceinline__ void ab_store(float *__restrict__ Y, int64_t r, int N, int q, float4 acc, int add) {
   float4 *y = reinterpret_cast<float4 *>(Y + r * N) + q;
   if (add) {
     const float4 o = *y;
     acc.x += o.x, acc.y += o.y, acc.z += o.z, acc.w += o.w;
   }
   *y = acc;
+}
+
+__global__ void __launch_bounds__(kTallThreads)
+    k_tall_ab(int64_t R, int K, int N, const float *__restrict__ X, const float *__restrict__ W, int w_trans,
+              const float *__restrict__ bias, float *__restrict__ Y, int add) {
+  __shared__ alignas(16) float w[kTallMaxKN];
+  ab_load_w(w, W, K, N, w_trans);
+  const int NQ = N >> 2;
+  const int64_t t = (int64_t)blockIdx.x * kTallThreads + threadIdx.x, r = t / NQ;
+  if (r >= R) return;
+  const int q = (int)(t - r * NQ);
+  float4 acc = bias ? *reinterpret_cast<const float4 *>(bias + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
+  const float *x = X + r * K;
+  for (int k = 0; k < K; k += 4)
+    ab_rows4(acc, *reinterpret_cast<const float4 *>(x + k), w, k, N, q);
+  ab_store(Y, r, N, q, acc, add);
 }
 
 __global__ void __launch_bounds__(kTallThreads)
@@ -102,11 +113,7 @@ __global__ void __launch_bounds__(kTallThreads)
     k_tall_ab_k(int64_t R, int N, const float *__restrict__ X, const float *__restrict__ W, int w_trans,
                 const float *__restrict__ bias, float *__restrict__ Y, int add) {
   __shared__ alignas(16) float w[kTallMaxKN];
-  for (int t = threadIdx.x; t < K * N; t += kTallThreads) {
-    const int k = t / N, n = t % N;
-    w[t] = w_trans ? W[(int64_t)n * K + k] : W[t];
-  }
-  __syncthreads();
+  ab_load_w(w, W, K, N, w_trans);
   const int NQ = N >> 2;
   const int64_t total = R * NQ, stride = (int64_t)gridDim.x * kTallThreads;
   int64_t t = (int64_t)blockIdx.x * kTallThreads + threadIdx.x;
@@ -125,23 +132,9 @@ __global__ void __launch_bounds__(kTallThreads)
     const int q = (int)(t - r * NQ);
     float4 acc = bias ? *reinterpret_cast<const float4 *>(bias + 4 * q) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int j = 0; j < K / 4; ++j) {
-      const float xs[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const float4 wv = *reinterpret_cast<const float4 *>(w + (4 * j + u) * N + 4 * q);
-        acc.x = fmaf(xs[u], wv.x, acc.x);
-        acc.y = fmaf(xs[u], wv.y, acc.y);
-        acc.z = fmaf(xs[u], wv.z, acc.z);
-        acc.w = fmaf(xs[u], wv.w, acc.w);
-      }
-    }
-    float4 *y = reinterpret_cast<float4 *>(Y + r * N) + q;
-    if (add) {
-      const float4 o = *y;
-      acc.x += o.x, acc.y += o.y, acc.z += o.z, acc.w += o.w;
-    }
-    *y = acc;
+    for (int j = 0; j < K / 4; ++j)
+      ab_rows4(acc, xv[j], w, 4 * j, N, q);
+    ab_store(Y, r, N, q, acc, add);
     if (tn >= total) break;
     t = tn;
 #pragma unroll

@@ -41,7 +41,6 @@
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/edge_attention.h"
-#include "../cuda/linear.h"
 #include "../cuda/shape.h"
 #endif
 
@@ -341,14 +340,6 @@ static void ea_tmp_free(tg_tape *t, ea_tmp *m) {
     tgi_device_free(tgi_dev(t), m->p[k]), m->p[k] = NULL;
 }
 
-static tgc_blas ea_blas(tg_tape *t) {
-  tgc_blas h;
-  h.stream = TGI_STREAM(t);
-  h.cublas = TGI_CUBLAS(t);
-  h.lt = tgi_device_cublaslt(tgi_dev(t), &h.workspace, &h.workspace_bytes);
-  return h;
-}
-
 /* Temporary device buffer of bytes (zero-filled when zero); NULL + sticky error on failure. */
 static void *ea_tmp_alloc(tg_tape *t, size_t bytes, bool zero, const char *what) {
   char msg[TGI_MSG_CAP];
@@ -367,7 +358,7 @@ static size_t off_w1x(const ea_state *es, int side) { return (size_t)((es->dim +
 static bool ea_products(tg_tape *t, const ea_state *es, tg_dtype dt, const void *const px[2], const void *pw,
                         ea_tmp *m) {
   const size_t z = dt_size(dt);
-  tgc_blas h = ea_blas(t);
+  tgc_blas h = tgi_blas_of(t);
   for (int side = 0; side < 2; side++) {
     if (!px[side]) continue;
     const int64_t rows = side ? es->g->Nq : es->g->Nk, cols = side ? es->Fd : es->Fs;
@@ -572,7 +563,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     tgc_grad ga = {NULL, 1}, gb = {NULL, 1};
     if (x->requires_grad && !(ga.p = tgi_grad_d(t, x))) goto rp_out;
     if (w1v->requires_grad) gb.p = (char *)p.grad[IN_W1] + off_w1x(es, side) * z;
-    tgc_blas h = ea_blas(t);
+    tgc_blas h = tgi_blas_of(t);
     s = cuda_matmul_backward(&h, dt, rp_x[side], (const char *)p.in[IN_W1] + off_w1x(es, side) * z, side ? d.V : d.U,
                              ga, gb, 1, side ? st->Nq : st->Nk, side ? es->Fd : es->Fs, es->hid, 1);
     if (s) tgi_fail_cuda(t, s, side ? "gradient of x_dst . w1_dst" : "gradient of x_src . w1_src");

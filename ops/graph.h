@@ -7,6 +7,7 @@
 
 #ifdef TIGA_HAVE_CUDA
 #include "../cuda/graph.h"
+#include "../cuda/linear.h"
 #endif
 
 /* A graph node's parameters (host arena, n->aux). */
@@ -40,4 +41,8 @@ tgi_value *tgi_graph_softmax_rec(tg_tape *t, graph_state *st, tgi_value *scores,
  * from the node's inputs (for a fused op whose backward gave y's storage to y's gradient in an
  * earlier sweep: tgi_grad_d_over). TG_OK, or the failure (sticky). */
 tg_status tgi_matmul_redo(tg_tape *t, tgi_value *y);
+#ifdef TIGA_HAVE_CUDA
+/* The tape's cuBLAS / cuBLASLt handles, stream and workspace, for cuda/linear.h's launchers. */
+tgc_blas tgi_blas_of(tg_tape *t);
+#endif
 #endif

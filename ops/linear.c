@@ -26,7 +26,7 @@ static bool fail_oom_or_cuda(tg_tape *t, tg_status s, bool cuda, const char *wha
 }
 
 #ifdef TIGA_HAVE_CUDA
-static tgc_blas blas_of(tg_tape *t) {
+tgc_blas tgi_blas_of(tg_tape *t) {
   tgc_blas h;
   h.stream = TGI_STREAM(t);
   h.cublas = TGI_CUBLAS(t);
@@ -71,7 +71,7 @@ static tg_status linear_backward(tg_tape *t, tgi_node *n) {
     tgc_grad gb = want_b ? grad_out(t, b) : none;
     void *scratch = want_b ? tgi_scratch_d(t, cuda_linear_scratch_bytes(rows, out)) : NULL;
     if (t->status) return t->status;
-    tgc_blas h = blas_of(t);
+    tgc_blas h = tgi_blas_of(t);
     s = cuda_linear_backward(&h, dt, px, pw, gy, gx, gw, gb, scratch, rows, in, out);
 #else
     return TG_ERR_INTERNAL;
@@ -135,7 +135,7 @@ tg_id tg_linear(tg_tape *t, tg_id x_id, tg_id w_id, tg_id b_id) {
     const void *px = tgi_read_d(t, x), *pw = tgi_read_d(t, w), *pb = b ? tgi_read_d(t, b) : NULL;
     void *py = tgi_write_d(t, y);
     if (t->status) return TG_NO_ID;
-    tgc_blas h = blas_of(t);
+    tgc_blas h = tgi_blas_of(t);
     s = cuda_linear_forward(&h, (tg_dtype)x->dtype, px, pw, pb, py, rows, in, out);
 #else
     s = TG_ERR_INTERNAL;
@@ -175,7 +175,7 @@ static tg_status matmul_backward(tg_tape *t, tgi_node *n) {
     tgc_grad ga = want_a ? grad_out(t, a) : none; /* written in this order: ga, gb */
     tgc_grad gb = want_b ? grad_out(t, b) : none;
     if (t->status) return t->status;
-    tgc_blas h = blas_of(t);
+    tgc_blas h = tgi_blas_of(t);
     s = cuda_matmul_backward(&h, dt, pa, pb, gy, ga, gb, batch, M, K, N, shared);
 #else
     return TG_ERR_INTERNAL;
@@ -193,7 +193,7 @@ tg_status tgi_matmul_redo(tg_tape *t, tgi_value *y) {
   tgi_value *a = tgi_in(t, n, 0), *b = tgi_in(t, n, 1);
   const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
   if (!pa || !pb) return t->status;
-  tgc_blas h = blas_of(t);
+  tgc_blas h = tgi_blas_of(t);
   tg_status s = cuda_matmul_forward(&h, (tg_dtype)a->dtype, pa, pb, y->data.d, n->p.i[P_BATCH], n->p.i[P_M],
                                     n->p.i[P_K], n->p.i[P_N], (int)n->p.i[P_SHARED]);
   if (s) fail_oom_or_cuda(t, s, true, "forward");
@@ -263,7 +263,7 @@ tg_id tg_matmul(tg_tape *t, tg_id a_id, tg_id b_id) {
     const void *pa = tgi_read_d(t, a), *pb = tgi_read_d(t, b);
     void *py = tgi_write_d(t, y);
     if (t->status) return TG_NO_ID;
-    tgc_blas h = blas_of(t);
+    tgc_blas h = tgi_blas_of(t);
     s = cuda_matmul_forward(&h, (tg_dtype)a->dtype, pa, pb, py, batch, M, K, N, shared);
 #else
     s = TG_ERR_INTERNAL;
