@@ -141,7 +141,9 @@ __device__ __forceinline__ void load_pw(float *w, int dim, int Fx, const float *
 }
 
 // cuda_edge_products: thread (node a, 4 units): U[a] and V[a] quads from x[m] and p[m] (m = perm[a]
-// or a), the weights in shared memory.
+// or a), the weights in shared memory. The element loops run to their maxima (unrolled), so that a
+// node's loads issue together: 48.2 -> 42.9 us at 400k against loops to dim and Fx, which waited for
+// each element in turn (ncu, run_s18a.sh).
 constexpr int kPrThreads = 256, kPrMaxFx = 8;
 __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p,
                            const float *wp, const float *ws, const float *wd, float *U, float *V, int u_only) {
@@ -153,17 +155,28 @@ __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, cons
   const int q = (int)(t & 3), k = 4 * q;
   const int64_t m = perm ? (int64_t)__ldg(perm + a) : a;
   float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g, v = g;
-  for (int d = 0; d < dim; ++d) {
-    const float pv = p[m * dim + d];
+  float pv[kMaxFoldDim], xv[kPrMaxFx];
+#pragma unroll
+  for (int d = 0; d < kMaxFoldDim; ++d)
+    pv[d] = d < dim ? p[m * dim + d] : 0.f;
+#pragma unroll
+  for (int f = 0; f < kPrMaxFx; ++f)
+    xv[f] = f < Fx ? x[m * Fx + f] : 0.f;
+#pragma unroll
+  for (int d = 0; d < kMaxFoldDim; ++d) {
+    if (d >= dim) break;
     const float4 wv = *reinterpret_cast<const float4 *>(w + d * kUfHid + k);
-    g.x = fmaf(wv.x, pv, g.x), g.y = fmaf(wv.y, pv, g.y), g.z = fmaf(wv.z, pv, g.z), g.w = fmaf(wv.w, pv, g.w);
+    g.x = fmaf(wv.x, pv[d], g.x), g.y = fmaf(wv.y, pv[d], g.y), g.z = fmaf(wv.z, pv[d], g.z),
+    g.w = fmaf(wv.w, pv[d], g.w);
   }
-  for (int f = 0; f < Fx; ++f) {
-    const float xv = x[m * Fx + f];
+#pragma unroll
+  for (int f = 0; f < kPrMaxFx; ++f) {
+    if (f >= Fx) break;
     const float4 a4 = *reinterpret_cast<const float4 *>(w + (dim + f) * kUfHid + k),
                  b4 = *reinterpret_cast<const float4 *>(w + (dim + Fx + f) * kUfHid + k);
-    u.x = fmaf(a4.x, xv, u.x), u.y = fmaf(a4.y, xv, u.y), u.z = fmaf(a4.z, xv, u.z), u.w = fmaf(a4.w, xv, u.w);
-    v.x = fmaf(b4.x, xv, v.x), v.y = fmaf(b4.y, xv, v.y), v.z = fmaf(b4.z, xv, v.z), v.w = fmaf(b4.w, xv, v.w);
+    const float xf = xv[f];
+    u.x = fmaf(a4.x, xf, u.x), u.y = fmaf(a4.y, xf, u.y), u.z = fmaf(a4.z, xf, u.z), u.w = fmaf(a4.w, xf, u.w);
+    v.x = fmaf(b4.x, xf, v.x), v.y = fmaf(b4.y, xf, v.y), v.z = fmaf(b4.z, xf, v.z), v.w = fmaf(b4.w, xf, v.w);
   }
   *reinterpret_cast<float4 *>(U + a * kUfHid + k) = make_float4(u.x + g.x, u.y + g.y, u.z + g.z, u.w + g.w);
   if (!u_only)
@@ -193,164 +206,117 @@ __global__ void k_rows_permute(int64_t n, int64_t cols, const int32_t *perm, con
   }
 }
 
-// cuda_edge_products_backward. C = dim + 2 Fx coordinates, each with one product: c < dim position
-// coordinate c (with dU - dV), then Fx feature coordinates with dU (they also make gx, which needs
-// dU and dV), then Fx with dV. A block of 8 warps takes the 32-node tiles T = blockIdx.x + gridDim.x r
-// (nodes a = 32 T + l; a fixed grid, so the partials' order does not depend on the device); warp w
-// takes coordinates w, w + 8, w + 16, lane l node l of the tile, keeping f32 sums of its
-// coordinate times the 16 units of its product over its tiles, then summed over the warp in f64 by
-// a fixed butterfly into part[block, c, 16]. A tile's rows are staged in shared memory: its dU / dV
-// rows (contiguous: float4s), its old indices m = perm[a] (two tiles ahead) and the elements x[m],
-// p[m] (one element a thread) — loaded into registers one tile ahead, while the tile before is
-// computed, so a tile costs about one memory latency; the gradients are added at m from shared
-// memory by the same element threads, as reductions without a return (red.global.add: perm is a
-// permutation, so each element gets one addition here and the result does not depend on timing).
-// 142 µs at 400k (ncu, caches kept; run_s15d.sh). Before, session 14: each of C warps read the rows
-// and made its scattered accesses itself, 222 µs with L1 86 % busy; the same staging without the
-// tile ahead (19 warps, four barriers a tile) 439 µs (run_s15a.sh, run_s15b.sh, bench/NOTES.md).
-constexpr int kPrBlocks = 512, kPrThreads2 = 256, kPrCpw = 3, kPrPad = kUfHid + 1, kPrMaxE = kPrMaxFx + kMaxFoldDim;
-static_assert((kPrThreads2 / 32) * kPrCpw >= kMaxFoldDim + 2 * kPrMaxFx, "coordinates a warp");
-static_assert(2 * kPrThreads2 >= 32 * kPrMaxE && kPrThreads2 == 2 * 32 * (kUfHid / 4), "element slots");
-__global__ void __launch_bounds__(kPrThreads2, 2)
+// cuda_edge_products_backward: thread (node slot, quad q), quad q owning units
+// 4q .. 4q + 3 of every node it takes. The block's 32 slots take nodes a = 32 b + s + r S (S = 32
+// kPqBlocks; a fixed grid, so the partials' order does not depend on the device); a warp walks its 8
+// slots together (a warp-uniform loop, invalid slots computing zeros). Per node the quad reads dU[a],
+// dV[a] (a float4 each), x[m], p[m] (m = perm[a], loaded one node ahead), adds its units' share of
+// gx[m, f] = dU[a] . ws[f, :] + dV[a] . wd[f, :] and of gp[m, c] = (dU[a] - dV[a]) . wp[c, :], sums
+// them over the quad by two shuffles and lane f % 4 (lane c) adds them at m (red.global.add: perm is
+// a permutation, one addition an element here); and keeps f32 sums of p[m, c] (dU - dV)[a, k],
+// x[m, f] dU[a, k], x[m, f] dV[a, k] for its four k — summed at the end in f64, over the warp's slots
+// by a fixed butterfly and over the warps in order, into part[block, c, k] (k_products_wsum). No
+// shared-memory staging and no barriers in the walk: 86.9 us at 400k (ncu, run_s18a.sh) against
+// 142.2 for session 15's kernel (8 warps a coordinate each over 32-node tiles staged in shared
+// memory, the next tile's loads in registers: git history, bench/NOTES.md); 128 registers, no
+// spill, four blocks a SM.
+constexpr int kPqThreads = 128, kPqBlocks = 512, kPqSlots = kPqThreads / 4;
+constexpr int kPrRows = kMaxFoldDim + 2 * kPrMaxFx;
+__global__ void __launch_bounds__(kPqThreads, 4)
     k_products_bwd(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p, const float *wp,
                    const float *ws, const float *wd, const float *dU, const float *dV, float *gx, float *gp,
                    double *part) {
-  __shared__ float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
-  __shared__ float su[2][32][kPrPad], sv[2][32][kPrPad], se[2][32][kPrMaxE + 1], sg[32][kPrMaxE + 1];
-  __shared__ int32_t sm[3][32];
+  __shared__ alignas(16) float w[kPrRows * kUfHid];
+  __shared__ double red[kPqThreads / 32][kPrRows * kUfHid];
   load_pw(w, dim, Fx, wp, ws, wd);
-  const int C = dim + 2 * Fx, E = Fx + dim, t = (int)threadIdx.x, wid = t >> 5, lane = t & 31;
-  const int64_t ntiles = (n + 31) / 32, step = gridDim.x;
-  auto count = [&](int64_t T) { return n - 32 * T < 32 ? (int)(n - 32 * T) : 32; };
-  auto index = [&](int64_t T, int l) -> int32_t {
-    const int64_t a = 32 * T + l;
-    return a >= n ? 0 : perm ? __ldg(perm + a) : (int32_t)a;
-  };
-  // one tile's loads into registers: thread t's float4 of the dU (t < 128) or dV rows, and its two
-  // element slots q = t, t + 256 (node q / E, element q % E: x then p)
-  float4 ru;
-  float re[2] = {0.f, 0.f};
-  auto fetch = [&](int64_t T, const int32_t *ms) {
-    const int cnt = count(T), node = (t & 127) >> 2, k = 4 * (t & 3);
-    const float *src = t < 128 ? dU : dV;
-    ru = src && node < cnt ? *reinterpret_cast<const float4 *>(src + (32 * T + node) * kUfHid + k)
-                           : make_float4(0.f, 0.f, 0.f, 0.f);
+  __syncthreads();
+  const int t = (int)threadIdx.x, lane = t & 31, wid = t >> 5, q = t & 3, k0 = 4 * q;
+  const int64_t stride = (int64_t)gridDim.x * kPqSlots;
+  float aP[kMaxFoldDim][4], aS[kPrMaxFx][4], aD[kPrMaxFx][4];
 #pragma unroll
-    for (int sl = 0; sl < 2; ++sl) {
-      const int q = t + kPrThreads2 * sl;
-      re[sl] = 0.f;
-      if (q < cnt * E) {
-        const int nd = q / E, e = q % E;
-        const int64_t m = ms[nd];
-        re[sl] = e < Fx ? x[m * Fx + e] : p[m * dim + (e - Fx)];
-      }
-    }
-  };
-  auto put = [&](int b, int64_t T) {
-    const int cnt = count(T), node = (t & 127) >> 2, k = 4 * (t & 3);
-    float *d = t < 128 ? &su[b][node][k] : &sv[b][node][k];
-    d[0] = ru.x, d[1] = ru.y, d[2] = ru.z, d[3] = ru.w;
+  for (int j = 0; j < 4; ++j) {
 #pragma unroll
-    for (int sl = 0; sl < 2; ++sl) {
-      const int q = t + kPrThreads2 * sl;
-      if (q < cnt * E) se[b][q / E][q % E] = re[sl];
-    }
-  };
-  float acc[kPrCpw][kUfHid];
+    for (int d = 0; d < kMaxFoldDim; ++d)
+      aP[d][j] = 0.f;
 #pragma unroll
-  for (int ci = 0; ci < kPrCpw; ++ci)
-#pragma unroll
-    for (int k = 0; k < kUfHid; ++k)
-      acc[ci][k] = 0.f;
-  int64_t T = blockIdx.x;
-  if (T < ntiles) { // block-uniform
-    if (t < 32) sm[0][t] = index(T, t), sm[1][t] = T + step < ntiles ? index(T + step, t) : 0;
-    __syncthreads();
-    fetch(T, sm[0]);
-    put(0, T);
-    __syncthreads();
+    for (int f = 0; f < kPrMaxFx; ++f)
+      aS[f][j] = 0.f, aD[f][j] = 0.f;
   }
-  for (int r = 0; T < ntiles; ++r, T += step) { // block-uniform
-    const int b = r & 1, cnt = count(T);
-    const int64_t T1 = T + step, T2 = T + 2 * step;
-    // (1) the next tiles' loads (perm two ahead, rows and elements one ahead): into registers
-    int32_t pn = 0;
-    if (t < 32 && T2 < ntiles) pn = index(T2, t);
-    if (T1 < ntiles) fetch(T1, sm[(r + 1) % 3]);
-    // (2) this tile, from shared memory
-    if (lane < cnt) {
+  auto old = [&](int64_t a) -> int64_t { return a >= n ? 0 : perm ? (int64_t)__ldg(perm + a) : a; };
+  int64_t a = (int64_t)blockIdx.x * kPqSlots + (t >> 2), m = old(a);
+  const int64_t warp0 = (int64_t)blockIdx.x * kPqSlots + 8 * wid; // the warp's first slot
+  for (int64_t r0 = warp0; r0 < n; r0 += stride, a += stride) {   // warp-uniform
+    const bool ok = a < n;
+    const int64_t mn = old(a + stride);
+    const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+    const float4 u4 = ok && dU ? *reinterpret_cast<const float4 *>(dU + a * kUfHid + k0) : z4,
+                 v4 = ok && dV ? *reinterpret_cast<const float4 *>(dV + a * kUfHid + k0) : z4;
+    float pv[kMaxFoldDim], xv[kPrMaxFx];
 #pragma unroll
-      for (int ci = 0; ci < kPrCpw; ++ci) {
-        const int c = wid + 8 * ci;
-        if (c >= C) break;
-        const float *u = su[b][lane], *v = sv[b][lane];
-        if (c < dim) {
-          const float *wr = w + c * kUfHid;
-          const float pv = se[b][lane][Fx + c];
-          float g = 0.f;
+    for (int d = 0; d < kMaxFoldDim; ++d)
+      pv[d] = ok && d < dim ? p[m * dim + d] : 0.f;
 #pragma unroll
-          for (int k = 0; k < kUfHid; ++k) {
-            const float e = u[k] - v[k];
-            g = fmaf(wr[k], e, g);
-            acc[ci][k] = fmaf(pv, e, acc[ci][k]);
-          }
-          sg[lane][Fx + c] = g;
-        } else if (c < dim + Fx) {
-          const int f = c - dim;
-          const float xv = se[b][lane][f], *wa = w + (dim + f) * kUfHid, *wb = w + (dim + Fx + f) * kUfHid;
-          float g = 0.f;
+    for (int f = 0; f < kPrMaxFx; ++f)
+      xv[f] = ok && f < Fx ? x[m * Fx + f] : 0.f;
+    const float u[4] = {u4.x, u4.y, u4.z, u4.w}, v[4] = {v4.x, v4.y, v4.z, v4.w};
+    const float e[4] = {u[0] - v[0], u[1] - v[1], u[2] - v[2], u[3] - v[3]};
 #pragma unroll
-          for (int k = 0; k < kUfHid; ++k) {
-            acc[ci][k] = fmaf(xv, u[k], acc[ci][k]);
-            g = fmaf(wa[k], u[k], g);
-            g = fmaf(wb[k], v[k], g);
-          }
-          sg[lane][f] = g;
-        } else {
-          const float xv = se[b][lane][c - dim - Fx];
+    for (int d = 0; d < kMaxFoldDim; ++d) {
+      if (d >= dim) break;
+      const float4 w4 = *reinterpret_cast<const float4 *>(w + d * kUfHid + k0);
+      float g = w4.x * e[0];
+      g = fmaf(w4.y, e[1], g), g = fmaf(w4.z, e[2], g), g = fmaf(w4.w, e[3], g);
+      g += __shfl_xor_sync(0xffffffffu, g, 1);
+      g += __shfl_xor_sync(0xffffffffu, g, 2);
+      if (ok && gp && q == d) atomicAdd(gp + m * dim + d, g);
 #pragma unroll
-          for (int k = 0; k < kUfHid; ++k)
-            acc[ci][k] = fmaf(xv, v[k], acc[ci][k]);
-        }
+      for (int j = 0; j < 4; ++j)
+        aP[d][j] = fmaf(pv[d], e[j], aP[d][j]);
+    }
+#pragma unroll
+    for (int f = 0; f < kPrMaxFx; ++f) {
+      if (f >= Fx) break;
+      const float4 a4 = *reinterpret_cast<const float4 *>(w + (dim + f) * kUfHid + k0),
+                   b4 = *reinterpret_cast<const float4 *>(w + (dim + Fx + f) * kUfHid + k0);
+      float g = a4.x * u[0];
+      g = fmaf(a4.y, u[1], g), g = fmaf(a4.z, u[2], g), g = fmaf(a4.w, u[3], g);
+      g = fmaf(b4.x, v[0], g), g = fmaf(b4.y, v[1], g), g = fmaf(b4.z, v[2], g), g = fmaf(b4.w, v[3], g);
+      g += __shfl_xor_sync(0xffffffffu, g, 1);
+      g += __shfl_xor_sync(0xffffffffu, g, 2);
+      if (ok && gx && q == (f & 3)) atomicAdd(gx + m * Fx + f, g);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        aS[f][j] = fmaf(xv[f], u[j], aS[f][j]);
+        aD[f][j] = fmaf(xv[f], v[j], aD[f][j]);
       }
     }
-    __syncthreads();
-    // (3) this tile's gradients at the old indices; the next tile into the other buffer
-#pragma unroll
-    for (int sl = 0; sl < 2; ++sl) {
-      const int q = t + kPrThreads2 * sl;
-      if (q < cnt * E) {
-        const int nd = q / E, e = q % E;
-        const int64_t m = sm[r % 3][nd];
-        if (e < Fx) {
-          if (gx) atomicAdd(gx + m * Fx + e, sg[nd][e]);
-        } else if (gp) {
-          atomicAdd(gp + m * dim + (e - Fx), sg[nd][e]);
-        }
-      }
-    }
-    if (T1 < ntiles) put(b ^ 1, T1);
-    if (t < 32) sm[(r + 2) % 3][t] = pn;
-    __syncthreads();
+    m = mn;
   }
   if (!part) return; // grid-uniform
+  const int C = dim + 2 * Fx;
+  auto put = [&](int c, int j, float x0) {
+    double s = (double)x0;
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    s += __shfl_xor_sync(0xffffffffu, s, 8);
+    s += __shfl_xor_sync(0xffffffffu, s, 16);
+    if (lane < 4) red[wid][c * kUfHid + k0 + j] = s;
+  };
 #pragma unroll
-  for (int ci = 0; ci < kPrCpw; ++ci) {
-    const int c = wid + 8 * ci;
-    if (c >= C) break; // warp-uniform
-    double v[kUfHid];
+  for (int j = 0; j < 4; ++j) {
 #pragma unroll
-    for (int k = 0; k < kUfHid; ++k) {
-      v[k] = (double)acc[ci][k];
-      for (int o = 16; o; o >>= 1)
-        v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
-    }
-    if (lane == 0) {
-      double *dst = part + ((int64_t)blockIdx.x * C + c) * kUfHid;
+    for (int d = 0; d < kMaxFoldDim; ++d)
+      if (d < dim) put(d, j, aP[d][j]);
 #pragma unroll
-      for (int k = 0; k < kUfHid; ++k)
-        dst[k] = v[k];
-    }
+    for (int f = 0; f < kPrMaxFx; ++f)
+      if (f < Fx) put(dim + f, j, aS[f][j]), put(dim + Fx + f, j, aD[f][j]);
+  }
+  __syncthreads();
+  for (int i = t; i < C * kUfHid; i += kPqThreads) {
+    double s = 0.0;
+#pragma unroll
+    for (int r = 0; r < kPqThreads / 32; ++r)
+      s += red[r][i];
+    part[(int64_t)blockIdx.x * C * kUfHid + i] = s;
   }
 }
 
@@ -461,7 +427,7 @@ tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int
 }
 
 size_t cuda_edge_products_workspace(int dim, int Fx) {
-  return (size_t)kPrBlocks * (size_t)((dim > 0 ? dim : 0) + 2 * (Fx > 0 ? Fx : 0)) * kUfHid * sizeof(double);
+  return (size_t)kPqBlocks * (size_t)((dim > 0 ? dim : 0) + 2 * (Fx > 0 ? Fx : 0)) * kUfHid * sizeof(double);
 }
 
 tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
@@ -485,11 +451,11 @@ tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, 
   }
   if (n == 0 || (!dU && !dV) || (!gx && !gp && !wgrad)) return TG_OK;
   double *part = wgrad ? static_cast<double *>(work) : nullptr;
-  k_products_bwd<<<kPrBlocks, kPrThreads2, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
+  k_products_bwd<<<kPqBlocks, kPqThreads, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
   TGC_LAUNCHED("edge_attention_products_backward");
   if (wgrad) {
     const int nt = (dim + 2 * Fx) * kUfHid;
-    k_products_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kPrBlocks, dim, Fx, part, gwp, gws, gwd);
+    k_products_wsum<<<(unsigned)((nt * 32 + 255) / 256), 256, 0, s>>>(kPqBlocks, dim, Fx, part, gwp, gws, gwd);
     TGC_LAUNCHED("edge_attention_products_wsum");
   }
   return TG_OK;
