@@ -821,7 +821,8 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
    * graph renumbered before the call instead (run_s14e.sh: the data in that order, nothing to map
    * at the boundary) reaches 0.78 - 0.81 / 1.28 - 1.32: the rest is the scattered row accesses at
    * the old indices (out, dout, x, positions and their gradients). TIGA_EA_RENUM=0 / 1: off / on
-   * wherever it can run. */
+   * wherever it can run. The order renumbered in is the graded one (tgi_rel_dev_order_graded): at
+   * 400k hid 16 H 4 1.14 -> 1.08 ms, H 1 unchanged (run_s18b.sh). */
   const char *own_env = getenv("TIGA_EA_OWN");
   es->own = es->fold && a[IN_U] == a[IN_V] && a[IN_PS] == a[IN_PD] && a[IN_U] != a[IN_PS] && es->Fe == 0 &&
             es->Fs <= 8 && !(own_env && !strcmp(own_env, "0"));
@@ -909,13 +910,17 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
      * 16 MiB; below that they stay in L2 in any order. Measured (run_s11a.sh, step ms as built ->
      * scheduled): hid 16 at 100k 0.393 -> 0.402 (H 1), 0.550 -> 0.561 (H 4); at 400k 1.152 ->
      * 1.072, 1.813 -> 1.690; hid 64 at 100k 2.583 -> 2.426, 4.124 -> 3.960; at 400k 10.260 ->
-     * 9.252, 16.477 -> 15.402. TIGA_EA_ORDER=0 turns it off, =1 forces it (tests, the bench). */
+     * 9.252, 16.477 -> 15.402. TIGA_EA_ORDER=0 turns it off, =1 forces it (tests, the bench).
+     * The order is graded (tgi_rel_dev_order_graded: windows of 1024 sorted by degree) so that the
+     * rows a warp and a block walk together have about one length: at 400k hid 64 H 1 3.96 -> 3.66
+     * ms, H 4 5.57 -> 5.18 (run_s18b.sh). */
     const char *or_env = getenv("TIGA_EA_ORDER");
     const int64_t esz = (int64_t)dt_size(dt), hf = st->H * st->F;
     const int64_t kv = st->Nk * ((a[IN_U] ? es->hid : 0) + hf) * esz,
                   qo = st->Nq * ((a[IN_V] ? es->hid : 0) + hf) * esz;
     const bool big = kv >= ((int64_t)16 << 20) || qo >= ((int64_t)16 << 20);
-    if (!es->perm && (or_env && *or_env ? strcmp(or_env, "0") != 0 : big)) tgi_rel_dev_order(st->rel, &es->ro, &es->so);
+    if (!es->perm && (or_env && *or_env ? strcmp(or_env, "0") != 0 : big))
+      tgi_rel_dev_order_graded(st->rel, &es->ro, &es->so);
     ea_tmp m = {{NULL}};
     if (es->rp) { /* the products for this pass, freed after its kernel */
       const void *px[2] = {ptr.in[IN_U], ptr.in[IN_V]};

@@ -76,9 +76,9 @@ tg_relation *tgi_rel_new_simple(tg_runtime *rt, tg_relation_kind kind, int64_t n
 
 static void dev_free(tg_relation *r) {
   tgi_device *d = r->rt->dev;
-  void *ps[] = {r->dev.row_ptr,  r->dev.t_ptr,      r->dev.t_edge,  r->dev.col_idx, r->dev.t_row,
-                r->dev.mask,     r->dev.prep,       r->dev.cu,      r->dev.order,   r->dev.rn_row_ptr,
-                r->dev.rn_t_ptr, r->dev.rn_col_idx, r->dev.rn_t_row};
+  void *ps[] = {r->dev.row_ptr,  r->dev.t_ptr,      r->dev.t_edge,   r->dev.col_idx, r->dev.t_row,
+                r->dev.mask,     r->dev.prep,       r->dev.cu,       r->dev.order,   r->dev.rn_row_ptr,
+                r->dev.rn_t_ptr, r->dev.rn_col_idx, r->dev.rn_t_row, r->dev.graded};
   for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++)
     if (ps[i]) tgi_device_free(d, ps[i]);
   memset(&r->dev, 0, sizeof r->dev);

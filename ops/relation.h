@@ -69,10 +69,15 @@ struct tg_relation {
      * or tgi_rel_dev_order (the graph's own). order_tried: decided (order NULL: identity). */
     int32_t *order;
     bool order_tried;
+    /* Square CSR / CONCAT with an order: the order graded (tgi_rel_dev_order_graded), counted in
+     * bytes. graded_tried: decided (graded NULL: the order as it is). */
+    int32_t *graded;
+    bool graded_tried;
     /* CSR / CONCAT, square, with an order: the graph renumbered in it (tgi_rel_dev_renum), counted
      * in bytes. rn_tried: decided (rn_row_ptr NULL: none). */
     int64_t *rn_row_ptr, *rn_t_ptr;
     int32_t *rn_col_idx, *rn_t_row;
+    const int32_t *rn_perm; /* the order renumbered in (graded or order; not owned) */
     bool rn_tried;
   } dev;
 };
@@ -115,8 +120,15 @@ const int32_t *tgi_rel_dev_cu(tg_tape *t, tg_relation *r);
  * performance hint only: when one cannot be built (host or device memory), *row and *src are NULL
  * (the identity) and nothing fails. */
 void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src);
-/* The relation renumbered in its locality order (square CSR / CONCAT relations with an order,
- * tgi_rel_dev_order): *perm [n] maps new node indices to old (the order itself) and *out is the
+/* The order graded for kernels that give each row (source) its own lane: every window of
+ * TGI_REL_GRADE_WINDOW consecutive entries of the locality order sorted by the rows' degree, ties
+ * in the order's order, so that the lanes of a warp and the warps of a block walk rows of about one
+ * length (by rows' in-degree; one array for both sides, square relations only). Built once on the
+ * host from the row pointers; *row and *src as tgi_rel_dev_order's when it cannot be built, or with
+ * TIGA_EA_GRADE=0 (the environment, read when it is built; another value: the window). */
+void tgi_rel_dev_order_graded(tg_relation *r, const int32_t **row, const int32_t **src);
+/* The relation renumbered in its graded locality order (square CSR / CONCAT relations with an
+ * order, tgi_rel_dev_order_graded): *perm [n] maps new node indices to old (that order) and *out is the
  * CSR of the renumbered graph with its transpose: new row a is old row perm[a], its sources mapped
  * to their new indices in the old row's edge order; the transpose lists each new source's entries
  * by new row ascending (t_edge NULL: no per-edge data follows it). Built on the host once, uploaded
@@ -126,4 +138,9 @@ bool tgi_rel_dev_renum(tg_relation *r, const int32_t **perm, tgc_csr *out);
 #endif
 /* Relations with fewer rows get no schedule: their gathers fit in L2 whatever the order. */
 #define TGI_REL_ORDER_MIN_ROWS 4096
+/* The graded order's window (rows). Step ms at 400k nodes / 6.6M edges, windows 0 / 256 / 1024 /
+ * 4096 (run_s18b.sh): edge attention hid 16 H 4 1.136 / 1.113 / 1.077 / 1.086, hid 64 H 1 3.995 /
+ * 3.661 / 3.667 / 3.777, hid 64 H 4 5.586 / 5.174 / 5.188 / 5.289, hid 16 H 1 0.746 / 0.746 /
+ * 0.744 / 0.765. */
+#define TGI_REL_GRADE_WINDOW 1024
 #endif
