@@ -1289,8 +1289,9 @@ Test(edge_attention_cuda, fused_explain_saved_bytes_auto_and_no_edges) {
   tg_runtime_destroy(crt);
 }
 
-/* The relation's locality schedule (ops/relation.h: dev.order; relations of >= 4096 rows; forced
- * here by TIGA_EA_ORDER=1: these graphs are below the op's 16 MiB rule): the lane kernels (folded
+/* The relation's locality schedule (ops/relation.h: dev.order, graded by degree on a square graph:
+ * dev.graded; relations of >= 4096 rows; forced here by TIGA_EA_ORDER=1: these graphs are below the
+ * op's 16 MiB rule): the lane kernels (folded
  * hidden 16 at H 1 on a square graph, hidden 16 at H 4 on a bipartite one) and the warp-per-row
  * kernels (hidden 64, dropout) hand rows and sources out in that order. Each run is checked
  * against HOST f64, and against the same call with the schedule off (TIGA_EA_ORDER=0): out

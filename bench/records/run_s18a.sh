@@ -6,6 +6,7 @@
 # memcheck and racecheck on test_edge_attention's CUDA tests, bench_edge_ops 400k / 100k hid 16
 # H 1 / H 4 both forms, two rounds; ncu per-launch times of the products kernels; the seed
 # point-cloud model at 400k; the GPU suite. Carry ["gpu-carry"].
+# (TIGA_EA_PRODUCTS: switches in that build only, not in the tree.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1

@@ -7,6 +7,7 @@
 # both switches (TIGA_EA_BIG=1: the (4, 2) rule on the test graphs); bench_edge_ops 400k (hid 16 /
 # 64, H 1 / 4) and 100k; ncu per-launch times of the edge kernels at 400k hid 16 H 4; the
 # point-cloud models at 400k. Carry ["gpu-carry"].
+# (TIGA_ORDER_GRADE and TIGA_EA_DSTSW: switches in that build only, not in the tree.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1

@@ -5,6 +5,7 @@
 # for the forward and the source pass) and two lanes a row (TIGA_EA_LANES=2); the window for the
 # point-cloud models. test_edge_attention plainly and with TIGA_EA_BIG=1 TIGA_EA_LNCAP="1 1".
 # Carry ["gpu-carry"].
+# (TIGA_EA_LNCAP: switches in that build only, not in the tree.)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 tar xJf gpu-carry/build-gpu-run.tar.xz || exit 1
