@@ -13,7 +13,7 @@ o=$OUT/logs; mkdir -p $o/san
 pack() { tar czf $OUT/logs.tgz -C $OUT logs; }
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 compute-sanitizer --version | tail -1
-END=${END_S:-520}
+END=${END_S:-430}
 SPLIT=" racecheck:test_charlm_f16 racecheck:test_attention racecheck:test_nonfinite racecheck:test_linear racecheck:test_graph memcheck:test_nonfinite memcheck:test_charlm_f16 "
 ORDER="test_charlm_f16 test_attention test_nonfinite test_linear test_graph test_edge_attention test_fault_injection test_mha"
 bins=$(find "$R/tests" -maxdepth 1 -type f -executable -name 'test_*' -printf '%f\n' | sort)
