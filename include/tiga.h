@@ -843,7 +843,9 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * radius builder's Morton order, else a breadth-first order of the graph, built once and kept with
  * the relation, counted in its device bytes), so that those running together gather nearby rows;
  * the outputs and per-node gradients are the same bits in any order, the weight gradients' sums
- * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size.
+ * follow it. TIGA_EA_ORDER=0 / 1 turns it off / on regardless of size. On a square graph the order
+ * is graded: each window of 1024 rows of it sorted by degree, so that rows walked together have about
+ * one length (built once, kept with the relation; TIGA_EA_GRADE=W another window, 0 none).
  * On that self-attention path, when the lane kernels take the call, there is no dropout or
  * lse_out and the 16 MiB rule holds, the graph is renumbered in that order instead (the renumbered
  * CSR and its transpose are built once on the host and kept with the relation, counted in its

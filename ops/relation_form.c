@@ -292,6 +292,7 @@ void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src)
   *row = r->dev.order;
   *src = r->dev.order && r->nq != r->nk ? r->dev.order + r->nq : r->dev.order;
 }
+
 static int key_cmp(const void *a, const void *b) {
   const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return x < y ? -1 : x > y;
