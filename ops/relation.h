@@ -11,6 +11,8 @@
  * device memory can always be freed on a live device. */
 #ifndef TIGA_OPS_RELATION_H
 #define TIGA_OPS_RELATION_H
+#include <stdlib.h>
+
 #include "../host/relation.h"
 #include "../tape/internal.h"
 
@@ -136,6 +138,29 @@ void tgi_rel_dev_order_graded(tg_relation *r, const int32_t **row, const int32_t
  * nothing reported, when the relation has none or memory runs out. */
 bool tgi_rel_dev_renum(tg_relation *r, const int32_t **perm, tgc_csr *out);
 #endif
+/* The grading of tgi_rel_dev_order_graded, on the host (tests/test_relation.c runs it alone): out
+ * [n] is in [n] with each window of W consecutive entries (the last one shorter) sorted by the rows'
+ * degree row_ptr[o + 1] - row_ptr[o], ascending, ties in in's order. key: W (or n, if fewer)
+ * scratch words. W < 2 copies in. in's entries are rows of row_ptr; n and W below 2^32. */
+static inline int tgi_order_key_cmp(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+static inline void tgi_order_grade(int64_t n, int64_t W, const int64_t *row_ptr, const int32_t *in, int32_t *out,
+                                   uint64_t *key) {
+  if (W < 2) W = 1;
+  for (int64_t w0 = 0; w0 < n; w0 += W) {
+    const int64_t m = n - w0 < W ? n - w0 : W;
+    for (int64_t k = 0; k < m; k++) {
+      const int64_t o = in[w0 + k];
+      key[k] = ((uint64_t)(row_ptr[o + 1] - row_ptr[o]) << 32) | (uint64_t)k; /* unique keys: stable */
+    }
+    if (m > 1) qsort(key, (size_t)m, sizeof *key, tgi_order_key_cmp);
+    for (int64_t k = 0; k < m; k++)
+      out[w0 + k] = in[w0 + (int64_t)(key[k] & 0xffffffffu)];
+  }
+}
+
 /* Relations with fewer rows get no schedule: their gathers fit in L2 whatever the order. */
 #define TGI_REL_ORDER_MIN_ROWS 4096
 /* The graded order's window (rows). Step ms at 400k nodes / 6.6M edges, windows 0 / 256 / 1024 /

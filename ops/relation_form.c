@@ -293,11 +293,6 @@ void tgi_rel_dev_order(tg_relation *r, const int32_t **row, const int32_t **src)
   *src = r->dev.order && r->nq != r->nk ? r->dev.order + r->nq : r->dev.order;
 }
 
-static int key_cmp(const void *a, const void *b) {
-  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* The graded order (tgi_rel_dev_order_graded) of order [n] in windows of W, uploaded; NULL when
  * host or device memory runs out. The row pointers from the host CSR, or read back from the device
  * (a relation built there: 8 (n + 1) bytes, not the whole CSR). */
@@ -311,16 +306,7 @@ static int32_t *graded_build(tg_relation *r, const int32_t *order, int64_t W) {
   void *d = NULL;
   bool ok = h && h2 && key && rp && tgi_device_d2h(r->rt->dev, h, order, bn, msg) == TG_OK &&
             (!r->host_pending || tgi_device_d2h(r->rt->dev, rp, r->dev.row_ptr, bp, msg) == TG_OK);
-  for (int64_t w0 = 0; ok && w0 < n; w0 += W) {
-    const int64_t m = n - w0 < W ? n - w0 : W;
-    for (int64_t k = 0; k < m; k++) {
-      const int64_t o = h[w0 + k];
-      key[k] = ((uint64_t)(rp[o + 1] - rp[o]) << 32) | (uint64_t)k; /* unique keys: a stable sort */
-    }
-    qsort(key, (size_t)m, sizeof *key, key_cmp);
-    for (int64_t k = 0; k < m; k++)
-      h2[w0 + k] = h[w0 + (int64_t)(key[k] & 0xffffffffu)];
-  }
+  if (ok) tgi_order_grade(n, W, rp, h, h2, key);
   ok = ok && tgi_device_alloc(r->rt->dev, bn, &d, msg) == TG_OK;
   if (ok && tgi_device_h2d(r->rt->dev, d, h2, bn, msg) != TG_OK) tgi_device_free(r->rt->dev, d), ok = false;
   if (ok) r->dev.bytes += bn, r->dev.uploads++;
