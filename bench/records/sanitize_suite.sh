@@ -6,7 +6,8 @@
 # LOGDIR, a line per job "<tool> <binary>[:<test>] rc=<rc> <seconds>s <summary>", then a total.
 #   bench/records/sanitize_suite.sh BUILD_RUN_DIR LOGDIR PARALLEL JOB_TIMEOUT_S "tool:test_x ..." [ORDER]
 # With JOBS=FILE in the environment the job list is FILE's lines ("tool binary [suite/test]")
-# instead (a rerun of what an earlier call left).
+# instead (a rerun of what an earlier call left). INIT_ARGS="..." in the environment: extra
+# arguments of the initcheck jobs (e.g. "--show-backtrace no --print-limit 8").
 set -uo pipefail
 R=$1 L=$2 P=$3 T=$4 SPLIT=" $5 " ORDER=${6:-"test_charlm_f16 test_attention test_nonfinite test_linear test_graph test_edge_attention test_fault_injection test_mha"}
 mkdir -p "$L"
@@ -14,6 +15,7 @@ job() { # tool binary [filter]
   local tool=$1 b=$2 f=${3:-} extra=() log
   log="$L/${tool}_${b}${f:+_${f//\//_}}.log"
   [ "$tool" = memcheck ] && extra=(--leak-check full)
+  [ "$tool" = initcheck ] && [ -n "${INIT_ARGS:-}" ] && read -r -a extra <<< "$INIT_ARGS"
   local s=$SECONDS
   (cd "$R/tests" && timeout "$T" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "./$b" ${f:+--filter "$f"} --jobs 1 > "$log" 2>&1)
   local rc=$? note=""
@@ -23,7 +25,7 @@ job() { # tool binary [filter]
   [ $rc -eq 124 ] && note=" TIMEOUT"
   echo "$tool $b${f:+:$f} rc=$rc $((SECONDS - s))s $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|Synthesis' "$log" | tr '\n' ' ' | cut -c1-200)$note"
 }
-export -f job; export R L T
+export -f job; export R L T INIT_ARGS
 bins=$(find "$R/tests" -maxdepth 1 -type f -executable -name 'test_*' -printf '%f\n' | sort | tr '\n' ' ')
 first=""; rest=""
 for o in $ORDER; do case " $bins " in *" $o "*) first="$first $o";; esac; done
