@@ -145,6 +145,17 @@ __device__ __forceinline__ void load_pw(float *w, int dim, int Fx, const float *
 // node's loads issue together: 48.2 -> 42.9 us at 400k against loops to dim and Fx, which waited for
 // each element in turn (ncu, run_s18a.sh).
 constexpr int kPrThreads = 256, kPrMaxFx = 8;
+// Node m's position and feature row, zero-padded to the maxima (zeros when !ok), every element
+// loaded before any is used (k_products, k_products_bwd).
+__device__ __forceinline__ void ld_node(bool ok, int64_t m, int dim, int Fx, const float *x, const float *p,
+                                        float (&pv)[kMaxFoldDim], float (&xv)[kPrMaxFx]) {
+#pragma unroll
+  for (int d = 0; d < kMaxFoldDim; ++d)
+    pv[d] = ok && d < dim ? p[m * dim + d] : 0.f;
+#pragma unroll
+  for (int f = 0; f < kPrMaxFx; ++f)
+    xv[f] = ok && f < Fx ? x[m * Fx + f] : 0.f;
+}
 __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p,
                            const float *wp, const float *ws, const float *wd, float *U, float *V, int u_only) {
   __shared__ alignas(16) float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
@@ -156,12 +167,7 @@ __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, cons
   const int64_t m = perm ? (int64_t)__ldg(perm + a) : a;
   float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g, v = g;
   float pv[kMaxFoldDim], xv[kPrMaxFx];
-#pragma unroll
-  for (int d = 0; d < kMaxFoldDim; ++d)
-    pv[d] = d < dim ? p[m * dim + d] : 0.f;
-#pragma unroll
-  for (int f = 0; f < kPrMaxFx; ++f)
-    xv[f] = f < Fx ? x[m * Fx + f] : 0.f;
+  ld_node(true, m, dim, Fx, x, p, pv, xv);
 #pragma unroll
   for (int d = 0; d < kMaxFoldDim; ++d) {
     if (d >= dim) break;
@@ -252,12 +258,7 @@ __global__ void __launch_bounds__(kPqThreads, 4)
     const float4 u4 = ok && dU ? *reinterpret_cast<const float4 *>(dU + a * kUfHid + k0) : z4,
                  v4 = ok && dV ? *reinterpret_cast<const float4 *>(dV + a * kUfHid + k0) : z4;
     float pv[kMaxFoldDim], xv[kPrMaxFx];
-#pragma unroll
-    for (int d = 0; d < kMaxFoldDim; ++d)
-      pv[d] = ok && d < dim ? p[m * dim + d] : 0.f;
-#pragma unroll
-    for (int f = 0; f < kPrMaxFx; ++f)
-      xv[f] = ok && f < Fx ? x[m * Fx + f] : 0.f;
+    ld_node(ok, m, dim, Fx, x, p, pv, xv);
     const float u[4] = {u4.x, u4.y, u4.z, u4.w}, v[4] = {v4.x, v4.y, v4.z, v4.w};
     const float e[4] = {u[0] - v[0], u[1] - v[1], u[2] - v[2], u[3] - v[3]};
 #pragma unroll
