@@ -138,14 +138,16 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
  *   U[a, k] = sum_f x[m, f] ws[f, k] + sum_d p[m, d] wp[d, k]
  *   V[a, k] = sum_f x[m, f] wd[f, k] - sum_d p[m, d] wp[d, k]      (the geometry folded in)
  * with m = perm[a] (a new numbering: perm [n] maps new to old indices) or m = a (perm NULL). U, V
- * [n, 16], 16-byte aligned. u_only: U alone (recomputing U after a sweep wrote dU over it). */
+ * [n, 16], 16-byte aligned. u_only: U alone (recomputing U after a sweep wrote dU over it).
+ * Xr [n, Fx] (NULL: not wanted): x's rows in the same order, Xr[a, :] = x[m, :] (the values, when
+ * they are x's own rows, for the kernels on a renumbered graph: no separate pass over them). */
 tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
                              const float *p, const float *wp, const float *ws, const float *wd, float *U, float *V,
-                             int u_only);
+                             float *Xr, int u_only);
 /* Bytes of scratch cuda_edge_products_backward needs (f64 partials of the weight gradients). */
 size_t cuda_edge_products_workspace(int dim, int Fx);
 /* Its backward, accumulating (NULL = not wanted; dU or dV NULL = zero), m as above:
- *   gx[m, f] += sum_k ws[f, k] dU[a, k] + wd[f, k] dV[a, k]
+ *   gx[m, f] += sum_k ws[f, k] dU[a, k] + wd[f, k] dV[a, k] + dXr[a, f]   (dXr: Xr's gradient, or NULL)
  *   gp[m, d] += sum_k wp[d, k] (dU[a, k] - dV[a, k])
  *   gws[f, k] += sum_a x[m, f] dU[a, k],  gwd[f, k] += sum_a x[m, f] dV[a, k],
  *   gwp[d, k] += sum_a p[m, d] (dU[a, k] - dV[a, k])
@@ -153,8 +155,8 @@ size_t cuda_edge_products_workspace(int dim, int Fx);
  * gx and gp distinct buffers, perm a permutation; dU, dV 16-byte aligned. Deterministic. */
 tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
                                       const float *p, const float *wp, const float *ws, const float *wd,
-                                      const float *dU, const float *dV, float *gx, float *gp, float *gwp, float *gws,
-                                      float *gwd, void *work, size_t work_bytes);
+                                      const float *dU, const float *dV, const float *dXr, float *gx, float *gp,
+                                      float *gwp, float *gws, float *gwd, void *work, size_t work_bytes);
 /* Rows renumbered (f32, cols floats a row): back 0: dst[a, :] = src[perm[a], :]; back 1 (the
  * gradient): dst[perm[a], :] += src[a, :]. perm [n] a permutation of [0, n). */
 tg_status cuda_rows_permute(tgc_stream s, int64_t n, int64_t cols, const int32_t *perm, const float *src, float *dst,

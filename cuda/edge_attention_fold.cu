@@ -157,7 +157,8 @@ __device__ __forceinline__ void ld_node(bool ok, int64_t m, int dim, int Fx, con
     xv[f] = ok && f < Fx ? x[m * Fx + f] : 0.f;
 }
 __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p,
-                           const float *wp, const float *ws, const float *wd, float *U, float *V, int u_only) {
+                           const float *wp, const float *ws, const float *wd, float *U, float *V, float *Xr,
+                           int u_only) {
   __shared__ alignas(16) float w[(kMaxFoldDim + 2 * kPrMaxFx) * kUfHid];
   load_pw(w, dim, Fx, wp, ws, wd);
   __syncthreads();
@@ -168,6 +169,10 @@ __global__ void k_products(int64_t n, int dim, int Fx, const int32_t *perm, cons
   float4 g = make_float4(0.f, 0.f, 0.f, 0.f), u = g, v = g;
   float pv[kMaxFoldDim], xv[kPrMaxFx];
   ld_node(true, m, dim, Fx, x, p, pv, xv);
+  if (Xr) // x's row in the new order: thread q of the node stores elements q, q + 4
+#pragma unroll
+    for (int f = 0; f < kPrMaxFx; ++f)
+      if ((f & 3) == q && f < Fx) Xr[a * Fx + f] = xv[f];
 #pragma unroll
   for (int d = 0; d < kMaxFoldDim; ++d) {
     if (d >= dim) break;
@@ -230,8 +235,8 @@ constexpr int kPqThreads = 128, kPqBlocks = 512, kPqSlots = kPqThreads / 4;
 constexpr int kPrRows = kMaxFoldDim + 2 * kPrMaxFx;
 __global__ void __launch_bounds__(kPqThreads, 4)
     k_products_bwd(int64_t n, int dim, int Fx, const int32_t *perm, const float *x, const float *p, const float *wp,
-                   const float *ws, const float *wd, const float *dU, const float *dV, float *gx, float *gp,
-                   double *part) {
+                   const float *ws, const float *wd, const float *dU, const float *dV, const float *dXr, float *gx,
+                   float *gp, double *part) {
   __shared__ alignas(16) float w[kPrRows * kUfHid];
   __shared__ double red[kPqThreads / 32][kPrRows * kUfHid];
   load_pw(w, dim, Fx, wp, ws, wd);
@@ -284,7 +289,7 @@ __global__ void __launch_bounds__(kPqThreads, 4)
       g = fmaf(b4.x, v[0], g), g = fmaf(b4.y, v[1], g), g = fmaf(b4.z, v[2], g), g = fmaf(b4.w, v[3], g);
       g += __shfl_xor_sync(0xffffffffu, g, 1);
       g += __shfl_xor_sync(0xffffffffu, g, 2);
-      if (ok && gx && q == (f & 3)) atomicAdd(gx + m * Fx + f, g);
+      if (ok && gx && q == (f & 3)) atomicAdd(gx + m * Fx + f, dXr ? g + dXr[a * Fx + f] : g);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         aS[f][j] = fmaf(xv[f], u[j], aS[f][j]);
@@ -409,7 +414,7 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
 
 tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
                              const float *p, const float *wp, const float *ws, const float *wd, float *U, float *V,
-                             int u_only) {
+                             float *Xr, int u_only) {
   if (n < 0 || dim < 1 || dim > kMaxFoldDim || Fx < 1 || Fx > kPrMaxFx) {
     tgc_set_error("cuda_edge_products: unsupported sizes n %lld, dim %d, Fx %d (dim 1..%d, Fx 1..%d)", (long long)n,
                   dim, Fx, kMaxFoldDim, kPrMaxFx);
@@ -422,7 +427,7 @@ tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int
   }
   const int64_t threads = n * 4;
   k_products<<<(unsigned)((threads + kPrThreads - 1) / kPrThreads), kPrThreads, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws,
-                                                                                        wd, U, V, u_only);
+                                                                                        wd, U, V, Xr, u_only);
   TGC_LAUNCHED("edge_attention_products");
   return TG_OK;
 }
@@ -433,8 +438,8 @@ size_t cuda_edge_products_workspace(int dim, int Fx) {
 
 tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
                                       const float *p, const float *wp, const float *ws, const float *wd,
-                                      const float *dU, const float *dV, float *gx, float *gp, float *gwp, float *gws,
-                                      float *gwd, void *work, size_t work_bytes) {
+                                      const float *dU, const float *dV, const float *dXr, float *gx, float *gp,
+                                      float *gwp, float *gws, float *gwd, void *work, size_t work_bytes) {
   const char *op = "cuda_edge_products_backward";
   if (n < 0 || dim < 1 || dim > kMaxFoldDim || Fx < 1 || Fx > kPrMaxFx || (gx && gx == gp)) {
     tgc_set_error("%s: unsupported sizes n %lld, dim %d, Fx %d, or gx == gp", op, (long long)n, dim, Fx);
@@ -450,9 +455,10 @@ tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, 
                   cuda_edge_products_workspace(dim, Fx));
     return TG_ERR_INVALID_ARGUMENT;
   }
-  if (n == 0 || (!dU && !dV) || (!gx && !gp && !wgrad)) return TG_OK;
+  if (!gx) dXr = nullptr; // only x's gradient takes it
+  if (n == 0 || (!dU && !dV && !dXr) || (!gx && !gp && !wgrad)) return TG_OK;
   double *part = wgrad ? static_cast<double *>(work) : nullptr;
-  k_products_bwd<<<kPqBlocks, kPqThreads, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, gx, gp, part);
+  k_products_bwd<<<kPqBlocks, kPqThreads, 0, s>>>(n, dim, Fx, perm, x, p, wp, ws, wd, dU, dV, dXr, gx, gp, part);
   TGC_LAUNCHED("edge_attention_products_backward");
   if (wgrad) {
     const int nt = (dim + 2 * Fx) * kUfHid;

@@ -849,9 +849,10 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * On that self-attention path, when the lane kernels take the call, there is no dropout or
  * lse_out and the 16 MiB rule holds, the graph is renumbered in that order instead (the renumbered
  * CSR and its transpose are built once on the host and kept with the relation, counted in its
- * device bytes): the products come out in the new order, a recorded "rows_renumbered" node puts the
- * value rows in it, the kernels gather neighbouring rows, and out / dout stay at the caller's row
- * indices. out is the same bits as without it; the per-source gradient sums run in the new order.
+ * device bytes): the products come out in the new order, and so do the value rows (written by the
+ * products node when `values` is x_src's own rows, a reshape of it, else by a recorded
+ * "rows_renumbered" node), the kernels gather neighbouring rows, and out / dout stay at the
+ * caller's row indices. out is the same bits as without it; the per-source gradient sums run in the new order.
  * It holds the renumbered value rows and a renumbered copy of dout during the backward (2 Nq H F
  * floats). TIGA_EA_RENUM=0 / 1 turns it off / on (where it can run) regardless of size.
  * Memory of a FUSED backward: the lane and slice kernels write x_src . w1_src's gradient over that

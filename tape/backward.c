@@ -29,7 +29,7 @@ static tg_status check_versions(tg_tape *t, const char *fn, tgi_value *L) {
   for (int32_t i = L->producer; i >= 0; i--) {
     const tgi_node *n = &t->nodes[i];
     bool runs = false;
-    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
       const tgi_value *ov = tgi_out(t, n, o);
       runs = runs || (ov->requires_grad && ov->sweep_mark);
     }
@@ -88,7 +88,7 @@ static bool view_pass(tg_tape *t, tgi_node *n) {
  * (check_versions' rule), whether the sweep then executes or skips it, so each parameter's count of
  * possible contributors (sweep_uses) reaches zero right after its last one. */
 static bool prepass_runs(const tg_tape *t, const tgi_node *n) {
-  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+  for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
     const tgi_value *ov = tgi_out(t, n, o);
     if (ov->requires_grad && ov->sweep_mark) return true;
   }

@@ -28,7 +28,7 @@ static void node_line(sink *s, const tg_tape *t, uint32_t i) {
     put(s, k ? ",v%u" : "v%u", n->in[k]);
   }
   put(s, "]");
-  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+  for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
     const tgi_value *v = tgi_slot(t, n->out[o]);
     char sh[TGI_SHAPE_STR_CAP];
     put(s, " -> v%u %s %s", n->out[o], tgi_shape_str(v->shape, v->ndim, sh, sizeof sh),

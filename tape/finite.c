@@ -255,7 +255,7 @@ void tgi_finite_forward(tg_tape *t) {
   for (; t->nf_checked < t->nnodes && !t->status; t->nf_checked++) {
     uint32_t i = t->nf_checked;
     const tgi_node *n = &t->nodes[i];
-    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
       tgi_value *v = tgi_slot(t, n->out[o]);
       if (!check_buf(t, i, v, &v->data, 0, INT32_MAX - (int32_t)i, false, true)) return;
     }
@@ -298,7 +298,7 @@ tg_status tgi_finite_sweep_begin(tg_tape *t) {
 static uint32_t next_node(const tg_tape *t, uint32_t i) {
   for (uint32_t m = i; m-- > 0;) {
     const tgi_node *n = &t->nodes[m];
-    for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+    for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
       const tgi_value *ov = tgi_out(t, n, o);
       if (ov->requires_grad && ov->has_grad) return m;
     }
@@ -318,7 +318,7 @@ static bool checks_grad_of(const tgi_nf_entry *q, uint32_t slot, const tgi_value
  * reads the same values again and, the tags being a max, can change no finding. */
 static bool handed_over(const tg_tape *t, const tgi_node *n, const tgi_value *v) {
   if (v->grad.valid != TGI_ON_DEV || !v->grad.d) return false;
-  for (uint32_t o = 0; o < n->n_out && o < 2; o++) {
+  for (uint32_t o = 0; o < n->n_out && o < TGI_MAX_OUT; o++) {
     const tgi_value *ov = tgi_out(t, n, o);
     if (ov != v && ov->sweep_uses && (ov->grad.valid & TGI_ON_DEV) && ov->grad.d == v->grad.d &&
         ov->bytes == v->bytes && ov->dtype == v->dtype)

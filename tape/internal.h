@@ -211,6 +211,8 @@ typedef struct tgi_capsule {
   void (*describe)(const tgi_node *n, char *buf, size_t cap);
 } tgi_capsule;
 
+/* The most outputs a node has (the edge attention's products node: U, V and x's renumbered rows). */
+#define TGI_MAX_OUT 3
 struct tgi_node {
   const tgi_capsule *cap;
   /* An object the node keeps alive (e.g. a relation), released by drop() when the node is
@@ -221,7 +223,8 @@ struct tgi_node {
   uint32_t *in;     /* value slots (arena) */
   uint64_t *in_ver; /* versions of the inputs when the node was recorded (arena): backward refuses
                        to run the node when one of them has been rewritten since */
-  uint32_t out[2];
+  /* output value slots, n_out <= TGI_MAX_OUT */
+  uint32_t out[TGI_MAX_OUT];
   void *saved; /* extra state for backward (arena; host or device per `saved_on`) */
   size_t saved_bytes;
   uint8_t saved_on;

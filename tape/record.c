@@ -148,6 +148,10 @@ bool tgi_needs_grad(const tg_tape *t, uint32_t n_in, tgi_value *const *in) {
 tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_value *const *in, uint32_t n_out,
                      tgi_value *const *out) {
   if (t->status != TG_OK || !t->grad_enabled) return NULL;
+  if (n_out > TGI_MAX_OUT) {
+    tgi_fail(t, TG_ERR_INTERNAL, "a node with %u outputs (at most %d)", n_out, TGI_MAX_OUT);
+    return NULL;
+  }
   if (t->nnodes == t->capnodes) {
     uint32_t nc = t->capnodes ? t->capnodes * 2 : 256;
     tgi_node *nn = tgi_realloc(t->nodes, nc * sizeof *nn);
@@ -176,7 +180,7 @@ tgi_node *tgi_record(tg_tape *t, const tgi_capsule *cap, uint32_t n_in, tgi_valu
   }
   n->n_out = n_out;
   bool grad = tgi_needs_grad(t, n_in, in);
-  for (uint32_t i = 0; i < n_out && i < 2; i++) {
+  for (uint32_t i = 0; i < n_out && i < TGI_MAX_OUT; i++) {
     n->out[i] = tgi_slot_of(t, out[i]);
     out[i]->producer = (int32_t)t->nnodes;
     out[i]->requires_grad = grad;

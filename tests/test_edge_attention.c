@@ -1428,11 +1428,17 @@ static ea_graph graph_no_out_edges(int64_t n, uint64_t seed) { return graph_no_o
 typedef struct view_run {
   double *y, *g[6]; /* gradients of pos, x, w1, b1, w2, b2 */
   int renumbered;   /* the explain line of the edge node says "renumbered" */
+  int value_rows;   /* the products node writes the values' rows (explain: "+value-rows") */
+  int rows_node;    /* a rows_renumbered node renumbers the values */
 } view_run;
+
+/* nonzero: the values are reshape(1 * x), a value of their own (not x's bytes), instead of
+ * reshape(x) */
+static int g_view_copy;
 
 static tg_id view_program(tg_tape *t, const tg_relation *rel, const tg_id *leaf, int64_t n, int64_t H, int64_t F) {
   int64_t s3[3] = {n, H, F};
-  tg_id v = tg_reshape(t, leaf[1], 3, s3);
+  tg_id v = tg_reshape(t, g_view_copy ? tg_scale(t, leaf[1], 1.0) : leaf[1], 3, s3);
   tg_graph_attention_options o;
   tg_graph_attention_options_init(&o);
   return tg_edge_attention(t, rel, leaf[0], leaf[0], leaf[1], leaf[1], TG_ABSENT, v, leaf[2], leaf[3], leaf[4], leaf[5],
@@ -1471,6 +1477,8 @@ static void view_case(tg_runtime *rt, tg_provider p, tg_dtype dt, const ea_graph
     const char *line = strstr(buf, "edge_attention "), *end = line ? strchr(line, '\n') : NULL;
     const char *rn = line ? strstr(line, " renumbered") : NULL;
     r->renumbered = rn && (!end || rn < end);
+    r->value_rows = strstr(buf, "+value-rows") != NULL;
+    r->rows_node = strstr(buf, "rows_renumbered") != NULL;
   }
   r->y = malloc((size_t)ny * sizeof(double));
   ts_read(t, y, r->y, ny);
@@ -1533,7 +1541,10 @@ Test(edge_attention_cuda, values_view_and_dU_over_U) {
  * f64 — and against the same call not renumbered (TIGA_EA_RENUM=0): out is the same bits (every
  * node's products and every row's edge order are the same), the gradients agree to rounding (the
  * per-source sums run in the new row order). view_case's second sweep recomputes the renumbered
- * U and value rows (both overwritten by their gradients) and must double every leaf gradient. */
+ * U and value rows (both overwritten by their gradients) and must double every leaf gradient.
+ * The values being x's own rows, the products node renumbers them ("+value-rows", no
+ * rows_renumbered node); a third run with values = reshape(1 * x), their own value, takes the
+ * rows_renumbered node instead, against HOST f64 likewise. */
 Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
   tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
   static const int64_t cfg[3][2] = {{1, 8}, {4, 2}, {2, 4}}; /* H, F */
@@ -1542,19 +1553,27 @@ Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
   for (int q = 0; q < 3; q++) {
     ea_graph g = graph_no_out_edges_d(n, 12.0 / (double)n, 60 + (uint64_t)q);
     const int64_t H = cfg[q][0], F = cfg[q][1], fs = H * F, hid = 16;
-    view_run h, c[2];
+    view_run h, c[3];
     view_case(hrt, TG_PROVIDER_HOST, TG_F64, &g, hid, H, F, &h);
-    for (int v = 0; v < 2; v++) {
-      setenv("TIGA_EA_RENUM", v ? "0" : "1", 1);
+    for (int v = 0; v < 3; v++) {
+      setenv("TIGA_EA_RENUM", v == 1 ? "0" : "1", 1);
+      g_view_copy = v == 2;
       view_case(crt, TG_PROVIDER_CUDA_FUSED, TG_F32, &g, hid, H, F, &c[v]);
+      g_view_copy = 0;
       unsetenv("TIGA_EA_RENUM");
     }
     char what[160];
     snprintf(what, sizeof what, "renumbered, values = reshape(x), H %lld F %lld, CUDA_FUSED vs HOST f64", (long long)H,
              (long long)F);
-    cr_expect(c[0].renumbered && !c[1].renumbered,
-              "%s: the edge node says \"renumbered\" with TIGA_EA_RENUM=1 (%d) and not with =0 (%d)", what,
-              c[0].renumbered, c[1].renumbered);
+    cr_expect(c[0].renumbered && !c[1].renumbered && c[2].renumbered,
+              "%s: the edge node says \"renumbered\" with TIGA_EA_RENUM=1 (%d, values a copy %d) and not with =0 "
+              "(%d)",
+              what, c[0].renumbered, c[2].renumbered, c[1].renumbered);
+    cr_expect(c[0].value_rows && !c[0].rows_node && !c[2].value_rows && c[2].rows_node && !c[1].value_rows &&
+                  !c[1].rows_node,
+              "%s: x's rows renumbered by the products node (%d, rows node %d), a copy's by a rows_renumbered "
+              "node (%d, products %d), neither without renumbering (%d, %d)",
+              what, c[0].value_rows, c[0].rows_node, c[2].rows_node, c[2].value_rows, c[1].value_rows, c[1].rows_node);
     const int64_t cnt[6] = {n * 3, n * fs, (3 + 2 * fs) * hid, hid, hid * H, H};
     expect_close(what, "out", c[0].y, h.y, n * fs, 1e-4, 1e-5);
     double w2s = 0;
@@ -1562,6 +1581,13 @@ Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
       w2s = fmax(w2s, fabs(h.g[4][i]));
     for (int k = 0; k < 6; k++)
       expect_close_floor(what, NM[k], c[0].g[k], h.g[k], cnt[k], 1e-4, 1e-5, k == 5 ? w2s : 0);
+    snprintf(what, sizeof what, "renumbered, values = reshape(1 * x), H %lld F %lld, CUDA_FUSED vs HOST f64",
+             (long long)H, (long long)F);
+    expect_close(what, "out", c[2].y, h.y, n * fs, 1e-4, 1e-5);
+    for (int k = 0; k < 6; k++)
+      expect_close_floor(what, NM[k], c[2].g[k], h.g[k], cnt[k], 1e-4, 1e-5, k == 5 ? w2s : 0);
+    snprintf(what, sizeof what, "renumbered, values = reshape(x), H %lld F %lld, CUDA_FUSED vs HOST f64", (long long)H,
+             (long long)F);
     int64_t dy = 0;
     for (int64_t i = 0; i < n * fs; i++)
       dy += memcmp(&c[0].y[i], &c[1].y[i], sizeof(double)) != 0;
@@ -1569,9 +1595,9 @@ Test(edge_attention_cuda, renumbered_graph_matches_host_f64) {
     snprintf(what, sizeof what, "renumbered vs not, H %lld F %lld", (long long)H, (long long)F);
     for (int k = 0; k < 6; k++)
       expect_close_floor(what, NM[k], c[0].g[k], c[1].g[k], cnt[k], 1e-5, 1e-6, k == 5 ? w2s : 0);
-    free(h.y), free(c[0].y), free(c[1].y);
+    free(h.y), free(c[0].y), free(c[1].y), free(c[2].y);
     for (int k = 0; k < 6; k++)
-      free(h.g[k]), free(c[0].g[k]), free(c[1].g[k]);
+      free(h.g[k]), free(c[0].g[k]), free(c[1].g[k]), free(c[2].g[k]);
     graph_free(&g);
   }
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
