@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_fwd_ln(const Args a) {
 #pragma unroll
         for (int h = 0; h < H; ++h) {
           const float mn = fmaxf(m[h], s[h]);
-          const float sc = mn == -INFINITY ? 1.f : __expf(m[h] - mn);
-          const float p = mn == -INFINITY ? 0.f : __expf(s[h] - mn);
+          const float sc = mn == -INFINITY ? 1.f : exp_ftz(m[h] - mn);
+          const float p = mn == -INFINITY ? 0.f : exp_ftz(s[h] - mn);
           l[h] = l[h] * sc + p;
           m[h] = mn;
           const float pw = DR ? p * a.drop.w(h, i, j) : p;
@@ -162,8 +162,7 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_fwd_ln(const Args a) {
 // Floats of one weight partial set here (dim 0, Fe 0): db1 [16], dw2 [H][16], db2 [H].
 template <int H> constexpr int ln_p() { return (1 + H) * kLnHid + H; }
 
-template <int H, int F, int MB, bool FR, bool DR>
-__global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
+template <int H, int F, int MB, bool DR> __global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
   constexpr int HF = H * F, P = ln_p<H>();
   __shared__ LnW<H> w;
   __shared__ float red[kLnThreads / 32][P];
@@ -217,13 +216,12 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
         a.rp[i] + q, a.rp[i + 1], G, [&](int64_t e) { return (int64_t)a.ci[e]; },
         [&](int64_t j, LnJ<HF> &d) { d.load(a, j); },
         [&](int64_t, int64_t j, const LnJ<HF> &d) {
-          const LnW<H> &wl = FR ? fresh(w) : w;
           float x[kLnHid], s[H];
-          ln_scores<H>(wl, a.slope, c, d.u, x, s);
+          ln_scores<H>(w, a.slope, c, d.u, x, s);
           float ds[H];
 #pragma unroll
           for (int h = 0; h < H; ++h) {
-            const float p = __expf(s[h] - lse[h]);
+            const float p = exp_ftz(s[h] - lse[h]);
             float dp = 0.f;
 #pragma unroll
             for (int f = 0; f < F; ++f)
@@ -236,9 +234,16 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
             float dz = 0.f;
 #pragma unroll
             for (int h = 0; h < H; ++h)
-              dz = fmaf(ds[h], wl.w2[k][h], dz);
-            rs[k] += x[k] > 0.f ? dz : a.slope * dz;
-            const float z = leaky(x[k], a.slope);
+              dz = fmaf(ds[h], w.w2[k][h], dz);
+            // LeakyReLU'(x) as a multiplier mk (z = x mk: the forward's bits), fewer instructions
+            // than predicated products; with the dropout draw's registers the predicated form is
+            // the shorter (ptxas / SASS, session 20)
+            const float mk = x[k] > 0.f ? 1.f : a.slope;
+            if (DR)
+              rs[k] += x[k] > 0.f ? dz : a.slope * dz;
+            else
+              rs[k] = fmaf(dz, mk, rs[k]);
+            const float z = DR ? leaky(x[k], a.slope) : x[k] * mk;
 #pragma unroll
             for (int h = 0; h < H; ++h)
               dw2[k][h] = fmaf(z, ds[h], dw2[k][h]);
@@ -282,8 +287,7 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_dst_ln(const Args a) {
   }
 }
 
-template <int H, int F, int MB, bool FR, bool DR>
-__global__ void __launch_bounds__(kLnThreads, MB) k_src_ln(const Args a) {
+template <int H, int F, int MB, bool DR> __global__ void __launch_bounds__(kLnThreads, MB) k_src_ln(const Args a) {
   constexpr int HF = H * F;
   __shared__ LnW<H> w;
   load_lnw<H>(w, a);
@@ -322,16 +326,15 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_src_ln(const Args a) {
           d.ld[h] = a.srcda ? dp2[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
       },
       [&](int64_t, int64_t i, const LnI<H, HF> &d) {
-        const LnW<H> &wl = FR ? fresh(w) : w;
         float c[kLnHid], x[kLnHid], s[H];
 #pragma unroll
         for (int k = 0; k < kLnHid; ++k)
-          c[k] = wl.b1[k] + d.c[k];
-        ln_scores<H>(wl, a.slope, c, u, x, s);
+          c[k] = w.b1[k] + d.c[k];
+        ln_scores<H>(w, a.slope, c, u, x, s);
         float ds[H];
 #pragma unroll
         for (int h = 0; h < H; ++h) {
-          const float p = __expf(s[h] - d.ld[h].x), wd = DR ? a.drop.w(h, i, j) : 1.f, pw = p * wd;
+          const float p = exp_ftz(s[h] - d.ld[h].x), wd = DR ? a.drop.w(h, i, j) : 1.f, pw = p * wd;
           float dp = 0.f;
 #pragma unroll
           for (int f = 0; f < F; ++f) {
@@ -346,8 +349,11 @@ __global__ void __launch_bounds__(kLnThreads, MB) k_src_ln(const Args a) {
             float dz = 0.f;
 #pragma unroll
             for (int h = 0; h < H; ++h)
-              dz = fmaf(ds[h], wl.w2[k][h], dz);
-            dU[k] += x[k] > 0.f ? dz : a.slope * dz;
+              dz = fmaf(ds[h], w.w2[k][h], dz);
+            if (DR) // as in k_dst_ln
+              dU[k] += x[k] > 0.f ? dz : a.slope * dz;
+            else
+              dU[k] = fmaf(dz, x[k] > 0.f ? 1.f : a.slope, dU[k]);
           }
       });
   if (a.g.values) xor_sums<HF>(dv, 1, G);
@@ -417,26 +423,29 @@ template <int H, int F, int MB, bool FR> static void fwd_go(cudaStream_t s, unsi
   else
     k_fwd_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
 }
-template <int H, int F, int MB, bool FR> static void dst_go(cudaStream_t s, unsigned b, const Args &a) {
+template <int H, int F, int MB> static void dst_go(cudaStream_t s, unsigned b, const Args &a) {
   if (a.drop.on)
-    k_dst_ln<H, F, MB, FR, true><<<b, kLnThreads, 0, s>>>(a);
+    k_dst_ln<H, F, MB, true><<<b, kLnThreads, 0, s>>>(a);
   else
-    k_dst_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
+    k_dst_ln<H, F, MB, false><<<b, kLnThreads, 0, s>>>(a);
 }
-template <int H, int F, int MB, bool FR> static void src_go(cudaStream_t s, unsigned b, const Args &a) {
+template <int H, int F, int MB> static void src_go(cudaStream_t s, unsigned b, const Args &a) {
   if (a.drop.on)
-    k_src_ln<H, F, MB, FR, true><<<b, kLnThreads, 0, s>>>(a);
+    k_src_ln<H, F, MB, true><<<b, kLnThreads, 0, s>>>(a);
   else
-    k_src_ln<H, F, MB, FR, false><<<b, kLnThreads, 0, s>>>(a);
+    k_src_ln<H, F, MB, false><<<b, kLnThreads, 0, s>>>(a);
 }
 
-// At (4, 2) from 2^18 rows the three kernels read the score weights from shared memory at each edge
-// (FR, fresh) and the source pass runs two blocks a SM (128 registers, 140 B spilled, instead of one
-// at 192 unspilled): the step at 400k 1.31 -> 1.245 ms (run_s15a.sh, through a temporary switch,
-// two rounds: 1.319 / 1.309 as before, 1.247 / 1.244 so; fresh weights at the old caps 1.296 /
-// 1.299), while at 100k it is 0.43 -> 0.46 (run_s15b.sh: the rows stay in L2 there and the spills
-// cost more); at H 1 fresh weights measured no faster (0.86 -> 0.88 at 400k). Below 2^18 rows, and
-// for the other (H, F) pairs, the caps below.
+// At (4, 2) from 2^18 rows the forward reads the score weights from shared memory at each edge (FR,
+// fresh) at two blocks a SM (118 registers): session 15 measured that rule for all three kernels,
+// the step at 400k 1.31 -> 1.245 ms (run_s15a.sh; at 100k 0.43 -> 0.46, run_s15b.sh, where the
+// rows stay in L2 and the spills cost more; at H 1 no faster). Since the edge loops were trimmed
+// (exp_ftz, LeakyReLU's derivative as a multiplier; session 20) the two backward passes are faster
+// with their weights held in registers at one block a SM (the rule's destination pass 382 -> 365
+// instructions an edge, its source pass 449 with 124 B spilled at two blocks -> 373 unspilled at
+// 202 registers): 400k H 4 step 0.992 / 1.009 -> 0.929 / 0.933 ms, k_dst_ln 306.8 -> 298.8 us,
+// k_src_ln 330.8 -> 274.9 (run_s20b.sh, through temporary switches). Below 2^18 rows, and for the
+// other (H, F) pairs, the caps below.
 template <int H, int F> constexpr bool ln_big_rule() { return H == 4 && F == 2; }
 int ln_big_of(const tgc_edge_attn *ea, int64_t nq) { return ea->big ? ea->big > 0 : nq >= ((int64_t)1 << 18); }
 static bool ln_big(const Args &a) { return a.big != 0; }
@@ -459,24 +468,12 @@ struct LnFwd {
 };
 struct LnDst {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if constexpr (ln_big_rule<H, F>()) {
-      if (ln_big(a)) {
-        dst_go<H, F, 1, true>(s, b, a);
-        return;
-      }
-    }
-    dst_go<H, F, H == 1 ? 2 : 1, false>(s, b, a);
+    dst_go<H, F, H == 1 ? 2 : 1>(s, b, a);
   }
 };
 struct LnSrc {
   template <int H, int F> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if constexpr (ln_big_rule<H, F>()) {
-      if (ln_big(a)) {
-        src_go<H, F, 2, true>(s, b, a);
-        return;
-      }
-    }
-    src_go<H, F, H == 1 ? 2 : 1, false>(s, b, a);
+    src_go<H, F, H == 1 ? 2 : 1>(s, b, a);
   }
 };
 template <class K> static tg_status launch_ln(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {

@@ -147,8 +147,8 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
     sl_edge<H, S, UL, FQ>(a, w, c, pdi, vals, j, k, v, dp, x, s);
     const float sh = pick<H>(s, hq);
     const float mn = fmaxf(m[0], sh);
-    const float sc = mn == -INFINITY ? 1.f : __expf(m[0] - mn);
-    const float p = mn == -INFINITY ? 0.f : __expf(sh - mn);
+    const float sc = mn == -INFINITY ? 1.f : exp_ftz(m[0] - mn);
+    const float p = mn == -INFINITY ? 0.f : exp_ftz(sh - mn);
     l[0] = l[0] * sc + p;
     m[0] = mn;
     const float pw = DR ? p * a.drop.w(hq, i, j) : p;
@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
       float ds[H];
 #pragma unroll
       for (int h = 0; h < H; ++h) {
-        ds[h] = __expf(s[h] - lse[h]) * (dpv[h] - D[h]);
+        ds[h] = exp_ftz(s[h] - lse[h]) * (dpv[h] - D[h]);
         db2[h] += ds[h];
       }
 #pragma unroll
@@ -385,7 +385,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
     float p[H];
 #pragma unroll
     for (int h = 0; h < H; ++h)
-      p[h] = __expf(s[h] - ld[h].x);
+      p[h] = exp_ftz(s[h] - ld[h].x);
     const float wd = DR ? a.drop.w(hq, i, j) : 1.f, pw = pick<H>(p, hq) * wd;
     float d = 0.f;
 #pragma unroll
