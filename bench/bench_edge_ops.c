@@ -5,6 +5,9 @@
  *   bench_edge_ops --graph DIR/radius_<size>.bin [--reps 20] [--warmup 5] [--providers fused,composed]
  *                  [--only K]   (CONFIGS[K] alone, 0..3, for profilers)
  *                  [--variant nopos|nob1|nopos,nob1]   (experiments: no geometry / no b1)
+ *                  [--split 1]  (also the medians of the host's phases of a timed step: when
+ *                               reset + zero_grad, the forward's recording and the backward's
+ *                               issue returned, ms from the step's start; one line a timing run)
  *   bench_edge_ops --check DIR [--providers fused,composed] [--device cuda|host]
  *
  * Workload (edge_attention_torch.py's): per edge e = (j -> i), s_e = leaky_relu([pos_j - pos_i | x_j | x_i]
@@ -72,6 +75,10 @@ enum { X, W1, B1, W2, B2, GO, POS, NLEAF };
 /* --variant (developer experiments, not the issue's workload): "nopos" records the call without
  * geometry (pos TG_ABSENT, w1 without its 3 geometry rows), "nob1" without b1; both: "nopos,nob1". */
 static int g_nopos, g_nob1;
+/* --split 1: also print the medians of the host's phases of a timed step (developer experiment):
+ * reset + zero_grad returned, the forward recorded, the backward issued (before the final sync). */
+static int g_split;
+static double g_mark[3];
 
 typedef struct work {
   const tg_relation *rel;
@@ -124,7 +131,10 @@ static int step(work *w, tg_tape *t) {
   w->out = tg_edge_attention(t, w->rel, g_nopos ? TG_ABSENT : id[POS], g_nopos ? TG_ABSENT : id[POS], id[X], id[X],
                              TG_ABSENT, v, id[W1], g_nob1 ? TG_ABSENT : id[B1], id[W2], id[B2], NULL);
   tg_tape_set_provider(t, prev, NULL);
-  if (tg_tape_status(t) || tg_tape_backward_with(t, w->out, go)) {
+  g_mark[1] = now_s();
+  int bad = tg_tape_status(t) || tg_tape_backward_with(t, w->out, go);
+  g_mark[2] = now_s();
+  if (bad) {
     printf("FAIL H=%d f_in=%d hidden=%d provider %s: %s\n", w->H, w->fin, w->hid, tg_provider_name(w->provider),
            tg_tape_error(t));
     return -1;
@@ -138,22 +148,32 @@ static int run(tg_runtime *rt, work *w, int warmup, int reps, double *ms, double
   size_t lb = 0;
   if (tg_tape_create(rt, &t)) die("tg_tape_create", tg_last_error());
   setup(w, t, &lb);
-  double *ts = malloc((size_t)reps * sizeof *ts);
+  double *ts = malloc((size_t)reps * 4 * sizeof *ts);
   for (int i = 0; i < warmup + reps; i++) {
     tg_runtime_sync(rt);
     double t0 = now_s();
     CHECK_T(t, tg_tape_reset(t));
     CHECK_T(t, tg_tape_zero_grad(t));
+    g_mark[0] = now_s();
     if (step(w, t)) {
       free(ts);
       tg_tape_destroy(t);
       return -1;
     }
     CHECK_T(t, tg_runtime_sync(rt));
-    if (i >= warmup) ts[i - warmup] = 1e3 * (now_s() - t0);
+    if (i >= warmup) {
+      ts[i - warmup] = 1e3 * (now_s() - t0);
+      for (int k = 0; k < 3; k++)
+        ts[(size_t)reps * (size_t)(k + 1) + (size_t)(i - warmup)] = 1e3 * (g_mark[k] - t0);
+    }
   }
-  qsort(ts, (size_t)reps, sizeof *ts, cmp_d);
+  for (int k = 0; k < 4; k++)
+    qsort(ts + (size_t)reps * (size_t)k, (size_t)reps, sizeof *ts, cmp_d);
   *ms = ts[reps / 2];
+  if (g_split)
+    printf("split (ms from the step's start, medians): reset+zero_grad %.4f, forward recorded %.4f, backward issued "
+           "%.4f, synchronised %.4f\n",
+           ts[reps + reps / 2], ts[2 * reps + reps / 2], ts[3 * reps + reps / 2], *ms);
   free(ts);
   tg_tape_destroy(t);
   if (tg_tape_create(rt, &t)) die("tg_tape_create", tg_last_error());
@@ -283,6 +303,8 @@ int main(int argc, char **argv) {
       device = argv[i + 1];
     else if (!strcmp(argv[i], "--only"))
       only = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--split"))
+      g_split = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--variant"))
       g_nopos = strstr(argv[i + 1], "nopos") != NULL, g_nob1 = strstr(argv[i + 1], "nob1") != NULL;
     else
@@ -293,7 +315,7 @@ int main(int argc, char **argv) {
   int np = parse_providers(provs, prov, pname);
   if ((!path == !check) || reps < 1 || warmup < 0 || !np || only < -1 || only > 3) {
     fprintf(stderr, "usage: bench_edge_ops --graph FILE [--reps 20] [--warmup 5] [--providers fused,composed] "
-                    "[--only 0..3]\n"
+                    "[--only 0..3] [--variant nopos,nob1] [--split 1]\n"
                     "       bench_edge_ops --check DIR [--providers fused,composed|host] [--device cuda|host]\n");
     return 2;
   }
