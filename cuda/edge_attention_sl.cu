@@ -491,31 +491,39 @@ static unsigned sl_blocks(int64_t n, int S, int G) {
 // 400k). Tried at H 4 and not kept (bench/NOTES.md, session 13): the weights in shared memory
 // (ptxas: k_dst_sl<4, 8, 8> 250 -> 236 registers, still two blocks), 16 lanes an edge in the
 // backward passes (slower), cp.async-staged gathers (10-40 % slower per pass).
-template <int H, int FQ> constexpr int sl_min_blocks(int pass) {
+// At H 1, FQ 1 (H F 8: seed 000's point-cloud layer, values = its [N, 8] features) without the
+// dropout code (with it: not measured, the caps above) the forward takes 6 blocks (no spill), the
+// destination pass 4 (128 registers, 140 B spilled; uncapped it took 161, three resident) and the
+// source pass 5 (96 registers, 8 B spilled; uncapped 116, four resident): the seed model
+// at 400k 6.203 / 6.231 -> 5.911 / 5.907 ms a step with --recompute, 6.031 / 6.073 -> 5.689 / 5.715
+// kept; ncu a launch k_fwd_sl 500.2 -> 452.8 us, k_dst_sl 1110.2 -> 1066.7, k_src_sl 870.8 -> 794.9
+// (run_s20e.sh, through temporary switches; each cap alone gained 1-3 %).
+template <int H, int FQ, bool DR> constexpr int sl_min_blocks(int pass) {
+  if (H == 1 && FQ == 1 && !DR) return pass == 0 ? 6 : pass == 1 ? 4 : 5;
   return pass == 0 ? (H == 1 ? 5 : 4) : pass == 1 ? (H == 1 && FQ == 8 ? 3 : 2) : (H == 1 && FQ == 8 ? 4 : 3);
 }
 struct SlFwd {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
     if (a.drop.on)
-      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0), true><<<b, kSlThreads, 0, s>>>(a);
+      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(0), true><<<b, kSlThreads, 0, s>>>(a);
     else
-      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ>(0), false><<<b, kSlThreads, 0, s>>>(a);
+      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(0), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlDst {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
     if (a.drop.on)
-      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1), true><<<b, kSlThreads, 0, s>>>(a);
+      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(1), true><<<b, kSlThreads, 0, s>>>(a);
     else
-      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ>(1), false><<<b, kSlThreads, 0, s>>>(a);
+      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(1), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 struct SlSrc {
   template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
     if (a.drop.on)
-      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2), true><<<b, kSlThreads, 0, s>>>(a);
+      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(2), true><<<b, kSlThreads, 0, s>>>(a);
     else
-      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ>(2), false><<<b, kSlThreads, 0, s>>>(a);
+      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(2), false><<<b, kSlThreads, 0, s>>>(a);
   }
 };
 template <class K> static tg_status launch_sl(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {
