@@ -263,12 +263,17 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
           dw2[uu][h] = fmaf(z, ds[h], dw2[uu][h]);
 #pragma unroll
         for (int dd = 0; dd < kMaxDim; ++dd)
-          if (dd < a.dim) {
-            dwp[dd][uu] = fmaf(dp[dd], da, dwp[dd][uu]);
-            rpd[dd] = fmaf(w.wp[dd][uu], da, rpd[dd]);
-          }
+          if (dd < a.dim) dwp[dd][uu] = fmaf(dp[dd], da, dwp[dd][uu]);
       }
     }
+    // dpd[i]'s share of the lane: sum over its edges and units of wp[d, u] da = wp[d, :] . rs (per
+    // row, not per edge)
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      if (d < a.dim)
+#pragma unroll
+        for (int u = 0; u < UL; ++u)
+          rpd[d] = fmaf(w.wp[d][u], rs[u], rpd[d]);
 #pragma unroll
     for (int u = 0; u < UL; ++u)
       db1[u] += rs[u];
@@ -412,11 +417,16 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
           dz = fmaf(ds[h], w.w2[uu][h], dz);
         const float da = x[uu] > 0.f ? dz : a.slope * dz;
         dU[uu] += da;
-#pragma unroll
-        for (int dd = 0; dd < kMaxDim; ++dd)
-          if (dd < a.dim) dps[dd] = fmaf(w.wp[dd][uu], da, dps[dd]);
       }
     }
+  }
+  if (a.g.ps && a.dim > 0) { // dps[j]'s share of the lane: wp[d, :] . dU (per source, not per edge)
+#pragma unroll
+    for (int d = 0; d < kMaxDim; ++d)
+      if (d < a.dim)
+#pragma unroll
+        for (int u = 0; u < UL; ++u)
+          dps[d] = fmaf(w.wp[d][u], dU[u], dps[d]);
   }
   if (a.g.values) xor_sums<FQ>(dv, S, S * G);
   if (a.g.U) xor_sums<UL>(dU, S, S * G);
