@@ -87,6 +87,18 @@ __device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, co
     s[h] += w.b2[h];
 }
 
+// acc[d] += wp[d, the lane's units] . x for d < dim: a position gradient's share formed from per-unit
+// sums of da after an edge loop (x = rs in the destination pass, dU in the source pass).
+template <int H, int UL>
+__device__ __forceinline__ void wp_dot(const SlW<H, UL> &w, int dim, const float (&x)[UL], float (&acc)[kMaxDim]) {
+#pragma unroll
+  for (int d = 0; d < kMaxDim; ++d)
+    if (d < dim)
+#pragma unroll
+      for (int u = 0; u < UL; ++u)
+        acc[d] = fmaf(w.wp[d][u], x[u], acc[d]);
+}
+
 // x[hq] of a per-head array (hq is a lane constant; H is small).
 template <int H> __device__ __forceinline__ float pick(const float (&x)[H], int hq) {
   float v = x[0];
@@ -268,12 +280,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
     }
     // dpd[i]'s share of the lane: sum over its edges and units of wp[d, u] da = wp[d, :] . rs (per
     // row, not per edge)
-#pragma unroll
-    for (int d = 0; d < kMaxDim; ++d)
-      if (d < a.dim)
-#pragma unroll
-        for (int u = 0; u < UL; ++u)
-          rpd[d] = fmaf(w.wp[d][u], rs[u], rpd[d]);
+    wp_dot<H, UL>(w, a.dim, rs, rpd);
 #pragma unroll
     for (int u = 0; u < UL; ++u)
       db1[u] += rs[u];
@@ -420,14 +427,8 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
       }
     }
   }
-  if (a.g.ps && a.dim > 0) { // dps[j]'s share of the lane: wp[d, :] . dU (per source, not per edge)
-#pragma unroll
-    for (int d = 0; d < kMaxDim; ++d)
-      if (d < a.dim)
-#pragma unroll
-        for (int u = 0; u < UL; ++u)
-          dps[d] = fmaf(w.wp[d][u], dU[u], dps[d]);
-  }
+  if (a.g.ps && a.dim > 0) // dps[j]'s share of the lane: wp[d, :] . dU (per source, not per edge)
+    wp_dot<H, UL>(w, a.dim, dU, dps);
   if (a.g.values) xor_sums<FQ>(dv, S, S * G);
   if (a.g.U) xor_sums<UL>(dU, S, S * G);
   if (a.g.ps && a.dim > 0) {
