@@ -504,8 +504,9 @@ static unsigned sl_blocks(int64_t n, int S, int G) {
 // backward passes (slower), cp.async-staged gathers (10-40 % slower per pass).
 // At H 1, FQ 1 (H F 8: seed 000's point-cloud layer, values = its [N, 8] features) without the
 // dropout code (with it: not measured, the caps above) the forward takes 6 blocks (no spill), the
-// destination pass 4 (128 registers, 140 B spilled; uncapped it took 161, three resident) and the
-// source pass 5 (96 registers, 8 B spilled; uncapped 116, four resident): the seed model
+// destination pass 4 (128 registers, 140 B spilled then, 116 since the position sums left its edge
+// loop; uncapped it took 161, three resident) and the source pass 5 (96 registers, 8 B spilled
+// then, 32 since; uncapped 116, four resident): the seed model
 // at 400k 6.203 / 6.231 -> 5.911 / 5.907 ms a step with --recompute, 6.031 / 6.073 -> 5.689 / 5.715
 // kept; ncu a launch k_fwd_sl 500.2 -> 452.8 us, k_dst_sl 1110.2 -> 1066.7, k_src_sl 870.8 -> 794.9
 // (run_s20e.sh, through temporary switches; each cap alone gained 1-3 %).
