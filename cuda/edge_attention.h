@@ -132,29 +132,31 @@ tg_status cuda_edge_unfold(tgc_stream s, int64_t nk, int64_t nq, int dim, int hi
                            const float *ps, const float *pd, const float *wp, float *gps, float *gpd, float *gwp,
                            void *ws, size_t ws_bytes);
 
-/* The per-node products of the hidden-16 self-attention path (f32; ops/edge_attention.c): with one
- * feature matrix x [n, Fx] (Fx 1..8) and one position matrix p [n, dim] (dim 1..3) on both sides,
- * and the w1 blocks wp [dim, 16], ws [Fx, 16] (x_src's rows), wd [Fx, 16] (x_dst's rows),
+/* The per-node products of the self-attention path (f32; ops/edge_attention.c): with one feature
+ * matrix x [n, Fx] (Fx 1..8) and one position matrix p [n, dim] (dim 1..3) on both sides, hidden
+ * width hid (16 or 64) and the w1 blocks wp [dim, hid], ws [Fx, hid] (x_src's rows), wd [Fx, hid]
+ * (x_dst's rows),
  *   U[a, k] = sum_f x[m, f] ws[f, k] + sum_d p[m, d] wp[d, k]
  *   V[a, k] = sum_f x[m, f] wd[f, k] - sum_d p[m, d] wp[d, k]      (the geometry folded in)
  * with m = perm[a] (a new numbering: perm [n] maps new to old indices) or m = a (perm NULL). U, V
- * [n, 16], 16-byte aligned. u_only: U alone (recomputing U after a sweep wrote dU over it).
+ * [n, hid], 16-byte aligned. u_only: U alone (recomputing U after a sweep wrote dU over it).
  * Xr [n, Fx] (NULL: not wanted): x's rows in the same order, Xr[a, :] = x[m, :] (the values, when
  * they are x's own rows, for the kernels on a renumbered graph: no separate pass over them). */
-tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
+tg_status cuda_edge_products(tgc_stream s, int64_t n, int dim, int Fx, int hid, const int32_t *perm, const float *x,
                              const float *p, const float *wp, const float *ws, const float *wd, float *U, float *V,
                              float *Xr, int u_only);
 /* Bytes of scratch cuda_edge_products_backward needs (f64 partials of the weight gradients). */
-size_t cuda_edge_products_workspace(int dim, int Fx);
+size_t cuda_edge_products_workspace(int dim, int Fx, int hid);
 /* Its backward, accumulating (NULL = not wanted; dU or dV NULL = zero), m as above:
  *   gx[m, f] += sum_k ws[f, k] dU[a, k] + wd[f, k] dV[a, k] + dXr[a, f]   (dXr: Xr's gradient, or NULL)
  *   gp[m, d] += sum_k wp[d, k] (dU[a, k] - dV[a, k])
  *   gws[f, k] += sum_a x[m, f] dU[a, k],  gwd[f, k] += sum_a x[m, f] dV[a, k],
  *   gwp[d, k] += sum_a p[m, d] (dU[a, k] - dV[a, k])
- * (the weight sums: f32 over a lane's nodes, every 16384th, then f64 partials in a fixed order).
- * gx and gp distinct buffers, perm a permutation; dU, dV 16-byte aligned. Deterministic. */
-tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, const int32_t *perm, const float *x,
-                                      const float *p, const float *wp, const float *ws, const float *wd,
+ * (the weight sums: f32 over a thread's nodes, every S-th with S = 512 * 128 / (hid / 4), then f64
+ * partials in a fixed order). gx and gp distinct buffers, perm a permutation; dU, dV 16-byte aligned.
+ * Deterministic. */
+tg_status cuda_edge_products_backward(tgc_stream s, int64_t n, int dim, int Fx, int hid, const int32_t *perm,
+                                      const float *x, const float *p, const float *wp, const float *ws, const float *wd,
                                       const float *dU, const float *dV, const float *dXr, float *gx, float *gp,
                                       float *gwp, float *gws, float *gwd, void *work, size_t work_bytes);
 /* Rows renumbered (f32, cols floats a row): back 0: dst[a, :] = src[perm[a], :]; back 1 (the

@@ -30,7 +30,7 @@ constexpr int kSlThreads = 128, kSlHid = 64, kSlLanes = 8;
 
 // The lane's slice of the score MLP's weights, in registers.
 template <int H, int UL> struct SlW { float b1[UL], w2[UL][H], wp[kMaxDim][UL], b2[H]; };
-template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w, const Args &a, int k) {
+template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w, const Args &a, int dim, int k) {
   const float *b1 = static_cast<const float *>(a.b1), *w2 = static_cast<const float *>(a.w2),
               *b2 = static_cast<const float *>(a.b2), *wp = static_cast<const float *>(a.wp);
 #pragma unroll
@@ -42,7 +42,7 @@ template <int H, int UL> __device__ __forceinline__ void load_slw(SlW<H, UL> &w,
       w.w2[u][h] = __ldg(w2 + n * H + h);
 #pragma unroll
     for (int d = 0; d < kMaxDim; ++d)
-      w.wp[d][u] = d < a.dim && wp ? __ldg(wp + d * kSlHid + n) : 0.f;
+      w.wp[d][u] = d < dim && wp ? __ldg(wp + d * kSlHid + n) : 0.f;
   }
 #pragma unroll
   for (int h = 0; h < H; ++h)
@@ -64,7 +64,7 @@ template <int UL> __device__ __forceinline__ void ld_units(const void *base, int
 // c = b1 + V[i] and dp = ps[j] - pd[i] (this order in all three kernels, so the backward recomputes
 // the forward's bits), and the H scores s = b2 + slice sum of sum_u LeakyReLU(a[u]) w2[u, :].
 template <int H, int S, int UL>
-__device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, const float (&c)[UL],
+__device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, int dim, const float (&c)[UL],
                                           const float (&u)[UL], const float (&dp)[kMaxDim], float (&x)[UL],
                                           float (&s)[H]) {
 #pragma unroll
@@ -75,7 +75,7 @@ __device__ __forceinline__ void sl_scores(const SlW<H, UL> &w, const Args &a, co
     x[q] = c[q] + u[q];
 #pragma unroll
     for (int d = 0; d < kMaxDim; ++d)
-      if (d < a.dim) x[q] = fmaf(w.wp[d][q], dp[d], x[q]);
+      if (d < dim) x[q] = fmaf(w.wp[d][q], dp[d], x[q]);
     const float z = leaky(x[q], a.slope);
 #pragma unroll
     for (int h = 0; h < H; ++h)
@@ -108,31 +108,32 @@ template <int H> __device__ __forceinline__ float pick(const float (&x)[H], int 
   return v;
 }
 // Position of node n (zeros without geometry).
-__device__ __forceinline__ void ld_pos(const Args &a, const float *p, int64_t n, float (&x)[kMaxDim]) {
+__device__ __forceinline__ void ld_pos(int dim, const float *p, int64_t n, float (&x)[kMaxDim]) {
 #pragma unroll
   for (int d = 0; d < kMaxDim; ++d)
-    x[d] = d < a.dim && p ? __ldg(p + n * a.dim + d) : 0.f;
+    x[d] = d < dim && p ? __ldg(p + n * dim + d) : 0.f;
 }
 
 // A row's edge to source j, for the lane: j's value columns v, the displacement dp = ps[j] - pdi,
 // the pre-activations x of its units and the H scores s (vals: the lane's first column).
 template <int H, int S, int UL, int FQ>
-__device__ __forceinline__ void sl_edge(const Args &a, const SlW<H, UL> &w, const float (&c)[UL],
+__device__ __forceinline__ void sl_edge(const Args &a, int dim, const SlW<H, UL> &w, const float (&c)[UL],
                                         const float (&pdi)[kMaxDim], const float *vals, int64_t j, int k,
                                         float (&v)[FQ], float (&dp)[kMaxDim], float (&x)[UL], float (&s)[H]) {
   float u[UL];
   ld_units<UL>(a.U, j, k, u);
   ld_n<FQ>(vals + j * a.HF, v);
-  ld_pos(a, a.ps, j, dp);
+  ld_pos(dim, a.ps, j, dp);
 #pragma unroll
   for (int d = 0; d < kMaxDim; ++d)
     dp[d] -= pdi[d];
-  sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+  sl_scores<H, S, UL>(w, a, dim, c, u, dp, x, s);
 }
 
-template <int H, int S, int FQ, int MB, bool DR>
+template <int H, int S, int FQ, int MB, bool DR, bool GEO>
 __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   constexpr int UL = kSlHid / S;
+  const int dim = GEO ? a.dim : 0; // GEO false: compiled without the geometry code
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.lanes;
   const int64_t t = ((int64_t)blockIdx.x * kSlThreads + threadIdx.x) / S, rk = t / G;
@@ -140,13 +141,13 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   if (rk >= a.nq) return; // the whole group (G consecutive slices share rk)
   const int64_t i = sched(a.ro, rk), HF = a.HF;
   SlW<H, UL> w;
-  load_slw<H, UL>(w, a, k);
+  load_slw<H, UL>(w, a, dim, k);
   float c[UL], pdi[kMaxDim], acc[FQ], m[1] = {-INFINITY}, l[1] = {0.f};
   ld_units<UL>(a.V, i, k, c);
 #pragma unroll
   for (int u = 0; u < UL; ++u)
     c[u] = w.b1[u] + c[u];
-  ld_pos(a, a.pd, i, pdi);
+  ld_pos(dim, a.pd, i, pdi);
 #pragma unroll
   for (int f = 0; f < FQ; ++f)
     acc[f] = 0.f;
@@ -156,7 +157,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   for (int64_t e = a.rp[i] + q; e < e1; e += G) {
     const int64_t j = a.ci[e];
     float x[UL], s[H], v[FQ], dp[kMaxDim];
-    sl_edge<H, S, UL, FQ>(a, w, c, pdi, vals, j, k, v, dp, x, s);
+    sl_edge<H, S, UL, FQ>(a, dim, w, c, pdi, vals, j, k, v, dp, x, s);
     const float sh = pick<H>(s, hq);
     const float mn = fmaxf(m[0], sh);
     const float sc = mn == -INFINITY ? 1.f : exp_ftz(m[0] - mn);
@@ -179,9 +180,10 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_fwd_sl(const Args a) {
   st_n<FQ>(static_cast<float *>(a.out) + i * HF + k * FQ, acc);
 }
 
-template <int H, int S, int FQ, int MB, bool DR>
+template <int H, int S, int FQ, int MB, bool DR, bool GEO>
 __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
   constexpr int UL = kSlHid / S;
+  const int dim = GEO ? a.dim : 0; // GEO false: compiled without the geometry code
   __shared__ float red[kSlThreads / 32][(kMaxDim + 1 + H) * kSlHid + H];
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.lanes;
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
                 stride = (int64_t)gridDim.x * (kSlThreads / S) / G, HF = a.HF;
   const int q = (int)(t0 % G);
   SlW<H, UL> w;
-  load_slw<H, UL>(w, a, k);
+  load_slw<H, UL>(w, a, dim, k);
   float dw2[UL][H], db1[UL], dwp[kMaxDim][UL], db2[H];
 #pragma unroll
   for (int u = 0; u < UL; ++u) {
@@ -237,7 +239,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
       c[u] = w.b1[u] + c[u];
       rs[u] = 0.f;
     }
-    ld_pos(a, a.pd, i, pdi);
+    ld_pos(dim, a.pd, i, pdi);
 #pragma unroll
     for (int d = 0; d < kMaxDim; ++d)
       rpd[d] = 0.f;
@@ -246,7 +248,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
     for (int64_t e = a.rp[i] + q; e < e1; e += G) {
       const int64_t j = a.ci[e];
       float x[UL], s[H], v[FQ], dp[kMaxDim], dpv[H];
-      sl_edge<H, S, UL, FQ>(a, w, c, pdi, vals, j, k, v, dp, x, s);
+      sl_edge<H, S, UL, FQ>(a, dim, w, c, pdi, vals, j, k, v, dp, x, s);
       float d = 0.f;
 #pragma unroll
       for (int f = 0; f < FQ; ++f)
@@ -275,12 +277,12 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
           dw2[uu][h] = fmaf(z, ds[h], dw2[uu][h]);
 #pragma unroll
         for (int dd = 0; dd < kMaxDim; ++dd)
-          if (dd < a.dim) dwp[dd][uu] = fmaf(dp[dd], da, dwp[dd][uu]);
+          if (dd < dim) dwp[dd][uu] = fmaf(dp[dd], da, dwp[dd][uu]);
       }
     }
     // dpd[i]'s share of the lane: sum over its edges and units of wp[d, u] da = wp[d, :] . rs (per
     // row, not per edge)
-    wp_dot<H, UL>(w, a.dim, rs, rpd);
+    wp_dot<H, UL>(w, dim, rs, rpd);
 #pragma unroll
     for (int u = 0; u < UL; ++u)
       db1[u] += rs[u];
@@ -288,12 +290,12 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
       xor_sums<UL>(rs, S, S * G);
       if (q == 0) add_n<UL>(static_cast<float *>(a.g.V) + i * kSlHid + UL * k, rs);
     }
-    if (a.g.pd && a.dim > 0) { // dpd[i] -= sum over the row's edges and all units of wp[d, :] da
+    if (a.g.pd && dim > 0) { // dpd[i] -= sum over the row's edges and all units of wp[d, :] da
       xor_sums<kMaxDim>(rpd, 1, S);
       xor_sums<kMaxDim>(rpd, S, S * G);
       if (q == 0 && k == 0)
-        for (int dd = 0; dd < a.dim; ++dd)
-          a.g.pd[i * a.dim + dd] -= rpd[dd];
+        for (int dd = 0; dd < dim; ++dd)
+          a.g.pd[i * dim + dd] -= rpd[dd];
     }
   }
   if (!a.wgrad) return; // block-uniform
@@ -309,14 +311,14 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
         dw2[u][h] += __shfl_xor_sync(0xffffffffu, dw2[u][h], o);
 #pragma unroll
       for (int d = 0; d < kMaxDim; ++d)
-        if (d < a.dim) dwp[d][u] += __shfl_xor_sync(0xffffffffu, dwp[d][u], o);
+        if (d < dim) dwp[d][u] += __shfl_xor_sync(0xffffffffu, dwp[d][u], o);
     }
 #pragma unroll
     for (int h = 0; h < H; ++h)
       db2[h] += __shfl_xor_sync(0xffffffffu, db2[h], o);
   }
   // partial layout (floats): dwp [dim][64], db1 [64], dw2 [H][64], db2 [H]
-  const int ob1 = a.dim * kSlHid, ow2 = ob1 + kSlHid, ob2 = ow2 + H * kSlHid;
+  const int ob1 = dim * kSlHid, ow2 = ob1 + kSlHid, ob2 = ow2 + H * kSlHid;
   if (lane < S) {
 #pragma unroll
     for (int u = 0; u < UL; ++u) {
@@ -327,7 +329,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
         red[wid][ow2 + h * kSlHid + n] = dw2[u][h];
 #pragma unroll
       for (int d = 0; d < kMaxDim; ++d)
-        if (d < a.dim) red[wid][d * kSlHid + n] = dwp[d][u];
+        if (d < dim) red[wid][d * kSlHid + n] = dwp[d][u];
     }
     if (lane == 0)
 #pragma unroll
@@ -343,9 +345,10 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_dst_sl(const Args a) {
   }
 }
 
-template <int H, int S, int FQ, int MB, bool DR>
+template <int H, int S, int FQ, int MB, bool DR, bool GEO>
 __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
   constexpr int UL = kSlHid / S;
+  const int dim = GEO ? a.dim : 0; // GEO false: compiled without the geometry code
   const int k = (int)(threadIdx.x % S), hq = (int)(k * FQ / a.F);
   const int G = a.slanes;
   const int64_t t = ((int64_t)blockIdx.x * kSlThreads + threadIdx.x) / S, rk = t / G, HF = a.HF;
@@ -358,11 +361,11 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
     return;
   }
   SlW<H, UL> w;
-  load_slw<H, UL>(w, a, k);
+  load_slw<H, UL>(w, a, dim, k);
   float u[UL], vj[FQ], psj[kMaxDim], dU[UL], dv[FQ], dps[kMaxDim];
   ld_units<UL>(a.U, j, k, u);
   ld_n<FQ>(static_cast<const float *>(a.vals) + j * HF + k * FQ, vj);
-  ld_pos(a, a.ps, j, psj);
+  ld_pos(dim, a.ps, j, psj);
 #pragma unroll
   for (int uu = 0; uu < UL; ++uu)
     dU[uu] = 0.f;
@@ -383,7 +386,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
     for (int uu = 0; uu < UL; ++uu)
       c[uu] = w.b1[uu] + c[uu];
     ld_n<FQ>(dout + i * HF, g);
-    ld_pos(a, a.pd, i, dp);
+    ld_pos(dim, a.pd, i, dp);
 #pragma unroll
     for (int d = 0; d < kMaxDim; ++d)
       dp[d] = psj[d] - dp[d];
@@ -393,7 +396,7 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
 #pragma unroll
     for (int h = 0; h < H; ++h)
       ld[h] = a.srcda ? ld2[i * H + h] : make_float2(a.lse_in[h * a.nq + i], 0.f);
-    sl_scores<H, S, UL>(w, a, c, u, dp, x, s);
+    sl_scores<H, S, UL>(w, a, dim, c, u, dp, x, s);
     float p[H];
 #pragma unroll
     for (int h = 0; h < H; ++h)
@@ -427,11 +430,11 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
       }
     }
   }
-  if (a.g.ps && a.dim > 0) // dps[j]'s share of the lane: wp[d, :] . dU (per source, not per edge)
-    wp_dot<H, UL>(w, a.dim, dU, dps);
+  if (a.g.ps && dim > 0) // dps[j]'s share of the lane: wp[d, :] . dU (per source, not per edge)
+    wp_dot<H, UL>(w, dim, dU, dps);
   if (a.g.values) xor_sums<FQ>(dv, S, S * G);
   if (a.g.U) xor_sums<UL>(dU, S, S * G);
-  if (a.g.ps && a.dim > 0) {
+  if (a.g.ps && dim > 0) {
     xor_sums<kMaxDim>(dps, 1, S);
     xor_sums<kMaxDim>(dps, S, S * G);
   }
@@ -445,8 +448,8 @@ __global__ void __launch_bounds__(kSlThreads, MB) k_src_sl(const Args a) {
       add_n<UL>(du, dU);
   }
   if (a.g.ps && k == 0)
-    for (int dd = 0; dd < a.dim; ++dd)
-      a.g.ps[j * a.dim + dd] += dps[dd];
+    for (int dd = 0; dd < dim; ++dd)
+      a.g.ps[j * dim + dd] += dps[dd];
 }
 
 // ---------------------------------------------------------------- host side
@@ -510,34 +513,31 @@ static unsigned sl_blocks(int64_t n, int S, int G) {
 // at 400k 6.203 / 6.231 -> 5.911 / 5.907 ms a step with --recompute, 6.031 / 6.073 -> 5.689 / 5.715
 // kept; ncu a launch k_fwd_sl 500.2 -> 452.8 us, k_dst_sl 1110.2 -> 1066.7, k_src_sl 870.8 -> 794.9
 // (run_s20e.sh, through temporary switches; each cap alone gained 1-3 %).
-template <int H, int FQ, bool DR> constexpr int sl_min_blocks(int pass) {
+template <int H, int FQ, bool DR, bool GEO> constexpr int sl_min_blocks(int pass) {
   if (H == 1 && FQ == 1 && !DR) return pass == 0 ? 6 : pass == 1 ? 4 : 5;
   return pass == 0 ? (H == 1 ? 5 : 4) : pass == 1 ? (H == 1 && FQ == 8 ? 3 : 2) : (H == 1 && FQ == 8 ? 4 : 3);
 }
+// Kernel K's instance for the call: dropout code or not, geometry code (dim > 0) or not. Without
+// positions (or with them folded into U and V: ops/edge_attention.c's self-attention products) the
+// kernels are built without the geometry's registers and instructions (GEO false); with dropout
+// at dim 0 they run the geometry build (dim 0 at run time: the same results, fewer instances).
+#define TGEA_SL_GO(KERNEL, PASS)                                                                                       \
+  if (a.drop.on)                                                                                                       \
+    KERNEL<H, S, FQ, sl_min_blocks<H, FQ, true, true>(PASS), true, true><<<b, kSlThreads, 0, s>>>(a);                  \
+  else if (a.dim > 0)                                                                                                  \
+    KERNEL<H, S, FQ, sl_min_blocks<H, FQ, false, true>(PASS), false, true><<<b, kSlThreads, 0, s>>>(a);                \
+  else                                                                                                                 \
+    KERNEL<H, S, FQ, sl_min_blocks<H, FQ, false, false>(PASS), false, false><<<b, kSlThreads, 0, s>>>(a);
 struct SlFwd {
-  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if (a.drop.on)
-      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(0), true><<<b, kSlThreads, 0, s>>>(a);
-    else
-      k_fwd_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(0), false><<<b, kSlThreads, 0, s>>>(a);
-  }
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) { TGEA_SL_GO(k_fwd_sl, 0) }
 };
 struct SlDst {
-  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if (a.drop.on)
-      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(1), true><<<b, kSlThreads, 0, s>>>(a);
-    else
-      k_dst_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(1), false><<<b, kSlThreads, 0, s>>>(a);
-  }
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) { TGEA_SL_GO(k_dst_sl, 1) }
 };
 struct SlSrc {
-  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) {
-    if (a.drop.on)
-      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ, true>(2), true><<<b, kSlThreads, 0, s>>>(a);
-    else
-      k_src_sl<H, S, FQ, sl_min_blocks<H, FQ, false>(2), false><<<b, kSlThreads, 0, s>>>(a);
-  }
+  template <int H, int S, int FQ> static void go(cudaStream_t s, unsigned b, const Args &a) { TGEA_SL_GO(k_src_sl, 2) }
 };
+#undef TGEA_SL_GO
 template <class K> static tg_status launch_sl(cudaStream_t s, unsigned blocks, const Args &a, const char *what) {
   const int64_t FQ = a.slice > 0 ? a.HF / a.slice : 0;
 #define X(h, sl, fq)                                                                                                   \

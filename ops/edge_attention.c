@@ -19,9 +19,11 @@
  *                  edge features, H in {1, 2, 4}, H * F a multiple of 8, runs the slice kernels
  *                  (8 lanes an edge, cuda/edge_attention_sl.cu); TIGA_EA_SLICE=0 turns them off.
  *                  Rows and sources go to the kernels in the relation's locality order when the
- *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Self attention at
- *                  hidden 16 (the fold's case, one x and one position value): an
- *                  edge_attention_products node makes U and V, and on big graphs the graph is
+ *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Self attention
+ *                  (one x of at most 8 columns and one position value on both sides, no edge
+ *                  features) at hidden 16, and at hidden 64 where the slice kernels take the call:
+ *                  an edge_attention_products node makes U and V with the geometry folded in (the
+ *                  kernels run without positions), and at hidden 16 on big graphs the graph is
  *                  renumbered (tgi_rel_dev_renum; the values in the new order from the products
  *                  node when they are x's own rows, else from a rows_renumbered node). Backward
  *                  memory:
@@ -31,7 +33,10 @@
  *                  node takes x_src / x_dst themselves (in the U / V slots) and makes U and V in
  *                  temporary device memory in each pass (ea_products; no tg_matmul nodes, no fold,
  *                  no products node), so nothing of size [N, hidden] stays on the tape between the
- *                  passes; its backward adds the products' gradients into x's and w1's.
+ *                  passes; its backward adds the products' gradients into x's and w1's. On the
+ *                  self-attention case above those products are the folded ones
+ *                  (cuda_edge_products), their backward cuda_edge_products_backward (es->rpo).
+ *                  TIGA_EA_OWN=0 turns the self-attention products off (both forms).
  *   CUDA_COMPOSED  recorded ops with [E, ...] intermediates: concat(displacement, gather(x_src,
  *                  SOURCE), gather(x_dst, DEST), edge_feat) -> linear(w1, b1) -> leaky_relu ->
  *                  linear(w2, b2) = scores [E, H] -> tg_graph_attend (its composed form)
@@ -66,6 +71,9 @@ typedef struct ea_state {
   bool own;               /* CUDA_FUSED: U, V from an edge_attention_products node (geometry folded) */
   bool rp;                /* CUDA_FUSED, opts recompute_products: slots IN_U / IN_V hold x_src / x_dst; U and V
                            * live in temporary memory during each pass (ea_products) */
+  bool rpo;               /* rp on the self-attention case of `own`: each pass makes U and V with the geometry
+                           * folded in (cuda_edge_products; the kernels see dim 0), the backward maps dU, dV
+                           * to x, the positions and w1 (cuda_edge_products_backward) */
   const int32_t *perm;    /* own: the graph renumbered (new -> old), U, V, values in the new numbering */
 #ifdef TIGA_HAVE_CUDA
   tgc_csr rcsr; /* the renumbered CSR and its transpose (relation.h: tgi_rel_dev_renum) */
@@ -88,8 +96,10 @@ static void describe(const tgi_node *n, char *buf, size_t cap) {
              es->fold  ? " fused geometry-folded"
              : es->own ? " fused on products"
                        : " fused",
-             es->rp ? " products recomputed" : "", es->ro ? " scheduled" : "",
-             es->own && es->perm ? " renumbered" : "");
+             es->rpo  ? " geometry-folded products recomputed"
+             : es->rp ? " products recomputed"
+                      : "",
+             es->ro ? " scheduled" : "", es->own && es->perm ? " renumbered" : "");
 }
 
 static size_t dt_size(tg_dtype dt) { return dt == TG_F64 ? 8 : dt == TG_F32 ? 4 : 2; }
@@ -124,7 +134,7 @@ static tgc_edge_attn dev_attn(const ea_state *es, tg_dtype dt) {
   return (tgc_edge_attn){.H = st->H,
                          .F = st->F,
                          .hid = es->hid,
-                         .dim = es->fold || es->own ? 0 : es->dim,
+                         .dim = es->fold || es->own || es->rpo ? 0 : es->dim,
                          .Fe = (int)es->Fe,
                          .dtype = dt,
                          .slope = (float)st->slope,
@@ -211,7 +221,7 @@ static tgc_edge_inputs dev_inputs(const ea_state *es, const ea_ptrs *p, tg_dtype
  * gradient back). Neither saves anything. */
 typedef struct ep_state {
   int64_t n, cols;     /* nodes; rows node: floats a row */
-  int dim, Fx;         /* products node */
+  int dim, Fx, hid;    /* products node */
   bool xr;             /* products node: a third output, x's rows in the new order (the values) */
   size_t ows, owd;     /* products node: element offsets of w1's x_src and x_dst blocks */
   const int32_t *perm; /* new -> old, or NULL */
@@ -221,8 +231,8 @@ static bool ep_run(tg_tape *t, const ep_state *e, tgi_value *x, tgi_value *p, tg
                    float *Xr, int u_only) {
   const float *px = tgi_read_d(t, x), *pp = tgi_read_d(t, p), *pw = tgi_read_d(t, w1);
   if (!px || !pp || !pw) return false;
-  tg_status s = cuda_edge_products(TGI_STREAM(t), e->n, e->dim, e->Fx, e->perm, px, pp, pw, pw + e->ows, pw + e->owd, U,
-                                   V, Xr, u_only);
+  tg_status s = cuda_edge_products(TGI_STREAM(t), e->n, e->dim, e->Fx, e->hid, e->perm, px, pp, pw, pw + e->ows,
+                                   pw + e->owd, U, V, Xr, u_only);
   if (s) return tgi_fail_cuda(t, s, "edge attention per-node products"), false;
   return true;
 }
@@ -240,19 +250,19 @@ static tg_status ep_backward(tg_tape *t, tgi_node *n) {
   float *gx = x->requires_grad ? tgi_grad_d(t, x) : NULL, *gp = p->requires_grad ? tgi_grad_d(t, p) : NULL,
         *gw = w1->requires_grad ? tgi_grad_d(t, w1) : NULL;
   if (t->status) return t->status;
-  const size_t wb = gw ? cuda_edge_products_workspace(e->dim, e->Fx) : 0;
+  const size_t wb = gw ? cuda_edge_products_workspace(e->dim, e->Fx, e->hid) : 0;
   void *ws = wb ? tgi_scratch_d(t, wb) : NULL;
   if (wb && !ws) return t->status;
-  tg_status s =
-      cuda_edge_products_backward(TGI_STREAM(t), e->n, e->dim, e->Fx, e->perm, px, pp, pw, pw + e->ows, pw + e->owd, dU,
-                                  dV, dXr, gx, gp, gw, gw ? gw + e->ows : NULL, gw ? gw + e->owd : NULL, ws, wb);
+  tg_status s = cuda_edge_products_backward(TGI_STREAM(t), e->n, e->dim, e->Fx, e->hid, e->perm, px, pp, pw,
+                                            pw + e->ows, pw + e->owd, dU, dV, dXr, gx, gp, gw, gw ? gw + e->ows : NULL,
+                                            gw ? gw + e->owd : NULL, ws, wb);
   if (s) tgi_fail_cuda(t, s, "edge attention per-node products backward");
   return s;
 }
 
 static void ep_describe(const tgi_node *n, char *buf, size_t cap) {
   const ep_state *e = n->aux;
-  snprintf(buf, cap, "n=%lld dim=%d Fx=%d hidden=16 geometry-folded%s%s", (long long)e->n, e->dim, e->Fx,
+  snprintf(buf, cap, "n=%lld dim=%d Fx=%d hidden=%d geometry-folded%s%s", (long long)e->n, e->dim, e->Fx, e->hid,
            e->perm ? " renumbered" : "", e->xr ? " +value-rows" : "");
 }
 
@@ -285,11 +295,12 @@ static bool ep_record(tg_tape *t, const ea_state *es, tgi_value *x, tgi_value *p
   *e = (ep_state){.n = es->g->Nk,
                   .dim = es->dim,
                   .Fx = (int)es->Fs,
-                  .ows = (size_t)es->dim * 16,
-                  .owd = (size_t)(es->dim + es->Fs) * 16,
+                  .hid = (int)es->hid,
+                  .ows = (size_t)(es->dim * es->hid),
+                  .owd = (size_t)((es->dim + es->Fs) * es->hid),
                   .perm = perm,
                   .xr = xr != NULL};
-  const int64_t shape[2] = {e->n, 16};
+  const int64_t shape[2] = {e->n, es->hid};
   tgi_value *U = tgi_result(t, TG_F32, 2, shape), *V = U ? tgi_result(t, TG_F32, 2, shape) : NULL;
   tgi_value *X = V && xr ? tgi_result(t, TG_F32, xr->ndim, xr->shape) : NULL;
   float *pu = V ? tgi_write_d(t, U) : NULL, *pv = pu ? tgi_write_d(t, V) : NULL, *px = X ? tgi_write_d(t, X) : NULL;
@@ -381,10 +392,22 @@ static void *ea_tmp_alloc(tg_tape *t, size_t bytes, bool zero, const char *what)
 static size_t off_w1x(const ea_state *es, int side) { return (size_t)((es->dim + (side ? es->Fs : 0)) * es->hid); }
 
 /* m->p[0] = U, m->p[1] = V (NULL for an absent side) from x (the node's IN_U / IN_V inputs, read
- * at px[]) and w1 (at pw). */
-static bool ea_products(tg_tape *t, const ea_state *es, tg_dtype dt, const void *const px[2], const void *pw,
-                        ea_tmp *m) {
+ * at px[]) and w1 (at pw); es->rpo: both with the geometry folded in, from x (px[0] == px[1]) and
+ * the positions (pos: the node's IN_PS == IN_PD) in one pass (cuda_edge_products). */
+static bool ea_products(tg_tape *t, const ea_state *es, tg_dtype dt, const void *const px[2], const void *pos,
+                        const void *pw, ea_tmp *m) {
   const size_t z = dt_size(dt);
+  if (es->rpo) {
+    const int64_t n = es->g->Nk;
+    const float *w = pw;
+    for (int side = 0; side < 2; side++)
+      if (!(m->p[side] = ea_tmp_alloc(t, (size_t)(n * es->hid) * sizeof(float), false, "per-node products")))
+        return false;
+    tg_status s = cuda_edge_products(TGI_STREAM(t), n, es->dim, (int)es->Fs, (int)es->hid, NULL, px[0], pos,
+                                     w + off_wp(es), w + off_w1x(es, 0), w + off_w1x(es, 1), m->p[0], m->p[1], NULL, 0);
+    if (s) return tgi_fail_cuda(t, s, "edge attention per-node products"), false;
+    return true;
+  }
   tgc_blas h = tgi_blas_of(t);
   for (int side = 0; side < 2; side++) {
     if (!px[side]) continue;
@@ -476,7 +499,8 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
    * then writes their gradient over them (values_over: the lane kernels) */
   const bool vover = es->perm && tgi_grad_over_ok(t, vals);
   const void *gy = tgi_grad_d(t, out), *po = tgi_read_d(t, out);
-  const unsigned rp_skip = es->rp ? (1u << IN_U) | (1u << IN_V) : 0; /* rp: x's gradients come after */
+  /* rp: x's gradients come after (rpo: the positions' too) */
+  const unsigned rp_skip = (es->rp ? (1u << IN_U) | (1u << IN_V) : 0) | (es->rpo ? (1u << IN_PS) | (1u << IN_PD) : 0);
   if (!gy || !po ||
       !gather_ptrs(t, n, es, true, true, (over ? 1u << IN_U : 0) | (vover ? 1u << IN_VALUES : 0) | rp_skip, &p))
     return t->status;
@@ -487,7 +511,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   for (int side = 0; es->rp && side < 2; side++) {
     tgi_value *x = in_of(t, n, es, side ? IN_V : IN_U);
     rp_x[side] = x ? p.in[side ? IN_V : IN_U] : NULL;
-    rp_want[side] = x && (x->requires_grad || w1v->requires_grad);
+    rp_want[side] = x && (x->requires_grad || w1v->requires_grad || (es->rpo && ps->requires_grad));
   }
   if (over) p.grad[IN_U] = (void *)(uintptr_t)p.in[IN_U]; /* confirmed below */
   if (vover) p.grad[IN_VALUES] = (void *)(uintptr_t)p.in[IN_VALUES];
@@ -512,6 +536,8 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
                       .b1 = p.grad[IN_B1],
                       .w2 = p.grad[IN_W2],
                       .b2 = p.grad[IN_B2]};
+  float *rpo_gw = NULL; /* rpo: w1's gradient, for the products' backward (the kernels see dim 0) */
+  if (es->rpo) rpo_gw = p.grad[IN_W1], d.wp = NULL;
   /* folded geometry: the kernels see dim 0; the positions' and wp's gradients come from dU, dV
    * afterwards (scratch dU / dV when U or V itself wants none) */
   float *gps = NULL, *gpd = NULL, *gwp = NULL;
@@ -564,7 +590,7 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
   ea_tmp m = {{NULL}};
   tg_status s = TG_OK;
   if (es->rp) {
-    if (!ea_products(t, es, dt, rp_x, p.in[IN_W1], &m)) goto rp_out;
+    if (!ea_products(t, es, dt, rp_x, p.in[IN_PS], p.in[IN_W1], &m)) goto rp_out;
     di.U = m.p[0], di.V = m.p[1];
     if (rp_want[1] &&
         !(d.V = m.p[3] = ea_tmp_alloc(t, (size_t)(st->Nq * es->hid) * z, true, "gradient of x_dst . w1_dst")))
@@ -583,9 +609,24 @@ static tg_status ea_backward(tg_tape *t, tgi_node *n) {
     s = cuda_edge_unfold(TGI_STREAM(t), st->Nk, st->Nq, es->dim, (int)es->hid, d.U, d.V, p.in[IN_PS], p.in[IN_PD],
                          (const float *)w1_block(es, p.in[IN_W1], z, false), gps, gpd, gwp, fws, fb);
   if (s) tgi_fail_cuda(t, s, "fused edge attention backward");
+  /* rpo: dU, dV to x, the positions and w1 in one pass */
+  if (!s && es->rpo && rp_want[0]) {
+    tgi_value *x = in_of(t, n, es, IN_U);
+    float *gx = x->requires_grad ? tgi_grad_d(t, x) : NULL, *gp = ps->requires_grad ? tgi_grad_d(t, ps) : NULL;
+    const size_t pb = rpo_gw ? cuda_edge_products_workspace(es->dim, (int)es->Fs, (int)es->hid) : 0;
+    void *pws = pb ? tgi_scratch_d(t, pb) : NULL;
+    if ((x->requires_grad && !gx) || (ps->requires_grad && !gp) || (pb && !pws)) goto rp_out;
+    const float *w = p.in[IN_W1];
+    float *gw = rpo_gw;
+    s = cuda_edge_products_backward(TGI_STREAM(t), st->Nk, es->dim, (int)es->Fs, (int)es->hid, NULL, rp_x[0],
+                                    p.in[IN_PS], w + off_wp(es), w + off_w1x(es, 0), w + off_w1x(es, 1), d.U, d.V, NULL,
+                                    gx, gp, gw ? gw + off_wp(es) : NULL, gw ? gw + off_w1x(es, 0) : NULL,
+                                    gw ? gw + off_w1x(es, 1) : NULL, pws, pb);
+    if (s) tgi_fail_cuda(t, s, "edge attention per-node products backward");
+  }
   /* rp: the products' gradients, as their tg_matmul nodes would take them: x (+)= dU . w1_src^T,
    * w1_src (+)= x^T . dU (likewise V), added into x's and w1's gradients */
-  for (int side = 0; !s && side < 2; side++) {
+  for (int side = 0; !s && !es->rpo && side < 2; side++) {
     if (!rp_want[side]) continue;
     tgi_value *x = in_of(t, n, es, side ? IN_V : IN_U);
     tgc_grad ga = {NULL, 1}, gb = {NULL, 1};
@@ -851,14 +892,25 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
    * the old indices (out, dout, x, positions and their gradients). TIGA_EA_RENUM=0 / 1: off / on
    * wherever it can run. The order renumbered in is the graded one (tgi_rel_dev_order_graded): at
    * 400k hid 16 H 4 1.14 -> 1.08 ms, H 1 unchanged (run_s18b.sh). */
+  /* At hidden 64 the same products (hidden 64: no fold otherwise) when the slice kernels take the
+   * call (f32, H in {1, 2, 4}, H * F in 8 / 16 / 32 / 64), so that they run without per-edge
+   * geometry — with recompute_products too (es->rpo: the node makes the folded products in each
+   * pass and maps their gradients back itself). Measured: bench/NOTES.md, session 21. */
   const char *own_env = getenv("TIGA_EA_OWN");
-  es->own = es->fold && a[IN_U] == a[IN_V] && a[IN_PS] == a[IN_PD] && a[IN_U] != a[IN_PS] && es->Fe == 0 &&
-            es->Fs <= 8 && !(own_env && !strcmp(own_env, "0"));
+  const int64_t hf0 = st->H * st->F;
+  const bool self = p == TG_PROVIDER_CUDA_FUSED && dt == TG_F32 && es->dim > 0 && a[IN_U] && a[IN_U] == a[IN_V] &&
+                    a[IN_PS] == a[IN_PD] && a[IN_U] != a[IN_PS] && es->Fe == 0 && es->Fs <= 8 &&
+                    !(own_env && !strcmp(own_env, "0")) && !(fe_env && !strcmp(fe_env, "0"));
+  const bool sl64 = es->hid == 64 && es->slice >= 0 && (st->H == 1 || st->H == 2 || st->H == 4) &&
+                    (hf0 == 8 || hf0 == 16 || hf0 == 32 || hf0 == 64);
+  es->own = self && !es->rp && (es->fold || sl64);
+  es->rpo = self && es->rp && (es->hid == 16 || sl64);
 #ifdef TIGA_HAVE_CUDA
   if (es->own) {
     const char *rn_env = getenv("TIGA_EA_RENUM");
     const int64_t hf = st->H * st->F;
-    const bool lanes = es->lanes >= 0 && (st->H == 1 || st->H == 2 || st->H == 4) && (hf == 4 || hf == 8 || hf == 16);
+    const bool lanes =
+        es->hid == 16 && es->lanes >= 0 && (st->H == 1 || st->H == 2 || st->H == 4) && (hf == 4 || hf == 8 || hf == 16);
     const bool big = st->Nk * (es->hid + hf) * (int64_t)sizeof(float) >= ((int64_t)16 << 20);
     const bool want = rn_env && *rn_env ? strcmp(rn_env, "0") != 0 : big;
     if (!(lanes && want && o.dropout_keep >= 1 && !o.lse_out && tgi_rel_dev_renum(st->rel, &es->perm, &es->rcsr)))
@@ -963,7 +1015,7 @@ tg_id tg_edge_attention(tg_tape *t, const tg_relation *rel, tg_id pos_src, tg_id
     ea_tmp m = {{NULL}};
     if (es->rp) { /* the products for this pass, freed after its kernel */
       const void *px[2] = {ptr.in[IN_U], ptr.in[IN_V]};
-      if (!ea_products(t, es, dt, px, ptr.in[IN_W1], &m)) return ea_tmp_free(t, &m), TG_NO_ID;
+      if (!ea_products(t, es, dt, px, ptr.in[IN_PS], ptr.in[IN_W1], &m)) return ea_tmp_free(t, &m), TG_NO_ID;
       ptr.in[IN_U] = m.p[0], ptr.in[IN_V] = m.p[1];
     }
     tgc_edge_inputs di = dev_inputs(es, &ptr, dt);

@@ -283,6 +283,9 @@ static tg_id call_op(tg_tape *t, const tg_relation *rel, const tg_id *a, const t
   return tg_edge_attention(t, rel, a[PS], a[PD], a[XS], a[XD], a[FE], a[VAL], a[W1], a[B1], a[W2], a[B2], o);
 }
 
+/* The explain text of run_tape's last tape (after its backward). */
+static char g_explain[8192];
+
 static void run_tape(tg_runtime *rt, const ea_cfg *f, const ea_case *c, const ea_graph *g, const ea_data *d,
                      ea_run *r) {
   memset(r, 0, sizeof *r);
@@ -316,6 +319,8 @@ static void run_tape(tg_runtime *rt, const ea_cfg *f, const ea_case *c, const ea
       ts_read_grad(t, leaf[k], r->g[k], d->cnt[k]);
     }
   }
+  g_explain[0] = 0;
+  tg_tape_explain(t, g_explain, sizeof g_explain, NULL);
   tg_tape_destroy(t);
   tg_relation_destroy(rel);
 }
@@ -1068,6 +1073,39 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
     run_free(&r), run_free(&h), data_free(&d);
   }
   graph_free(&g);
+  /* hidden 64, self attention (seed 000's point-cloud layer): the folded products kept (a products
+   * node) and recomputed by the node, the slice kernels without geometry */
+  const ea_case c64 = {
+      .dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 1, .F = 8, .b1 = 1, .b2 = 1, .self = 1, .keep = 1, .slope = 0.2};
+  g = graph_random(211, 211, 0.04, 78);
+  for (int vr = 0; vr < 8; vr++) {
+    const int v = vr % 4, rc = vr >= 4;
+    ea_data d;
+    data_init(&d, &c64, &g, 950 + (uint64_t)v);
+    if (v == 3)
+      for (int k = PS; k <= PD; k++)
+        for (int64_t e = 0; e < d.cnt[k]; e++)
+          d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
+    const unsigned fz = frozen[v < 3 ? v : 2];
+    ea_run h, r;
+    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz, 0},
+           cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz, rc};
+    run_tape(hrt, &hf, &c64, &g, &d, &h);
+    run_tape(crt, &cf, &c64, &g, &d, &r);
+    char what[128];
+    snprintf(what, sizeof what, "hidden 64 self, %s, %s", rc ? "folded products recomputed" : "folded products kept",
+             v == 0   ? "positions alone want gradients"
+             : v == 1 ? "w1 alone"
+             : v == 2 ? "everything"
+                      : "|pos| ~ 40");
+    cr_expect(strstr(g_explain, rc ? "geometry-folded products recomputed" : "fused on products") != NULL,
+              "%s: the explain text lacks the folded products: %s", what, g_explain);
+    expect_run(what, &c64, &d, &r, h.y, h.lse, h.g, v == 3 ? 2e-3 : 1e-4, v == 3 ? 2e-4 : 1e-5);
+    for (int k = 0; k < NARG; k++)
+      cr_expect(!((fz >> k) & 1u) || !r.g[k], "%s: frozen argument %d has no gradient read", what, k);
+    run_free(&r), run_free(&h), data_free(&d);
+  }
+  graph_free(&g);
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
 }
 
@@ -1364,6 +1402,11 @@ Test(edge_attention_cuda, locality_schedule_same_results) {
  * with 1 and 2 slices a row (TIGA_EA_LANES=1 / 2), and on the warp-per-row kernels
  * (TIGA_EA_SLICE=0), against HOST f64. Odd cases take the graph with the hub row (every source) and
  * an empty row. */
+/* The slice kernels (f32 hidden 64), by size and with forced slices a row, against the warp-per-row
+ * kernels (TIGA_EA_SLICE=0) and with recompute_products. The self cases (one x and one position
+ * value on both sides, x at most 8 wide) run on the geometry-folded products (a products node, or
+ * with recompute_products the node's own folded products) and the kernels built without geometry
+ * (without dropout); variants 5 and 6 run them unfolded (TIGA_EA_OWN=0), kept and recomputed. */
 Test(edge_attention_cuda, slice_kernels_match_host_f64) {
   tg_runtime *crt = ts_cuda_runtime_or_skip(), *hrt = ts_host_runtime();
   static const ea_case cases[] = {
@@ -1373,11 +1416,21 @@ Test(edge_attention_cuda, slice_kernels_match_host_f64) {
       {.dim = 2, .Fd = 7, .hid = 64, .H = 4, .F = 2, .b1 = 1, .keep = 1, .slope = 0.2},
       {.dim = 1, .Fs = 4, .Fd = 4, .hid = 64, .H = 1, .F = 8, .keep = 0.7, .slope = 0},
       {.dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 2, .F = 32, .b1 = 1, .keep = 1, .slope = 0.1},
+      /* self, no dropout: seed 000's point-cloud layer (H 1, F 8), then H 2 and H 4 */
+      {.dim = 3, .Fs = 8, .Fd = 8, .hid = 64, .H = 1, .F = 8, .b1 = 1, .b2 = 1, .self = 1, .keep = 1, .slope = 0.2},
+      {.dim = 2, .Fs = 5, .Fd = 5, .hid = 64, .H = 2, .F = 16, .b2 = 1, .self = 1, .keep = 1, .slope = 0.1},
+      {.dim = 1, .Fs = 3, .Fd = 3, .hid = 64, .H = 4, .F = 2, .b1 = 1, .self = 1, .keep = 1, .slope = 0.2},
+      {.dim = 3, .Fs = 7, .Fd = 7, .hid = 64, .H = 4, .F = 16, .b1 = 1, .b2 = 1, .self = 1, .keep = 1, .slope = 0},
   };
-  static const char *const slice_env[5] = {NULL, NULL, NULL, "0", NULL};
-  static const char *const lanes_env[5] = {NULL, "1", "2", NULL, NULL};
-  static const char *const name[5] = {"slices by size", "1 slice a row", "2 slices a row", "warp-per-row",
-                                      "slices, products recomputed"};
+  static const char *const slice_env[7] = {NULL, NULL, NULL, "0", NULL, NULL, NULL};
+  static const char *const lanes_env[7] = {NULL, "1", "2", NULL, NULL, NULL, NULL};
+  static const char *const name[7] = {"slices by size",
+                                      "1 slice a row",
+                                      "2 slices a row",
+                                      "warp-per-row",
+                                      "slices, products recomputed",
+                                      "slices unfolded",
+                                      "slices unfolded, products recomputed"};
   for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
     const ea_case *c = &cases[n];
     ea_graph g = cuda_graph(n, c);
@@ -1389,15 +1442,23 @@ Test(edge_attention_cuda, slice_kernels_match_host_f64) {
     run_tape(hrt, &hf, c, &g, &d, &h);
     char cs[200], what[300];
     case_str(c, &g, cs, sizeof cs);
-    for (int q = 0; q < 5; q++) {
-      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0, q == 4};
+    for (int q = 0; q < 7; q++) {
+      if (q >= 5 && !c->self) continue;
+      ea_cfg cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, seed, 1, 0, q == 4 || q == 6};
       if (slice_env[q]) setenv("TIGA_EA_SLICE", slice_env[q], 1);
       if (lanes_env[q]) setenv("TIGA_EA_LANES", lanes_env[q], 1);
+      if (q >= 5) setenv("TIGA_EA_OWN", "0", 1);
       run_tape(crt, &cf, c, &g, &d, &r);
       unsetenv("TIGA_EA_SLICE");
       unsetenv("TIGA_EA_LANES");
-      snprintf(what, sizeof what, "CUDA_FUSED f32 %s vs HOST f64 (%s)", name[q], cs);
+      unsetenv("TIGA_EA_OWN");
+      snprintf(what, sizeof what, "CUDA_FUSED f32 %s%s vs HOST f64 (%s)", name[q],
+               c->self && q < 5 ? " (geometry folded)" : "", cs);
       expect_run(what, c, &d, &r, h.y, h.lse, h.g, 1e-4, 1e-5);
+      const int kept = c->self && q != 3 && q < 4, rec = c->self && q == 4;
+      cr_expect(!strstr(g_explain, "fused on products") == !kept &&
+                    !strstr(g_explain, "geometry-folded products recomputed") == !rec,
+                "%s: the explain text %s the folded products: %s", what, kept || rec ? "lacks" : "shows", g_explain);
       run_free(&r);
     }
     run_free(&h);
