@@ -774,7 +774,8 @@ typedef struct tg_graph_attention_options {
    * tape (the node saves lse alone): two products more per step (x_src and x_dst of Fs, Fd columns
    * against w1's hidden: cheap for narrow features), [Nk + Nq, hidden] less held between the
    * passes, and only the node running its backward holds any. Same results to rounding (the
-   * products are the same bits; the hidden-16 geometry fold is not taken with it). */
+   * products are the same bits; the general hidden-16 geometry fold is not taken with it, the
+   * self-attention products below are: folded, made in each pass). */
   int recompute_products;
 } tg_graph_attention_options;
 TG_API void tg_graph_attention_options_init(tg_graph_attention_options *opts);
@@ -825,7 +826,9 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * variable TIGA_EA_FOLD=0 turns the fold off. Self attention there (x_src and x_dst one value of at
  * most 8 columns, pos_src and pos_dst one value, no edge_feat) computes both folded products in
  * one recorded node ("edge_attention_products": one pass over the nodes each way, instead of two
- * tg_matmul nodes and the fold; TIGA_EA_OWN=0 turns it off).
+ * tg_matmul nodes and the fold; TIGA_EA_OWN=0 turns it off) — also at hidden 64 in f32 where the
+ * 8-lane kernels below take the call (with recompute_products the node makes them itself in each
+ * pass), with the same rounding note.
  * The small f32 case (hidden 16, no geometry left per edge — none, or folded — no edge_feat,
  * H <= 4 and H * F in {4, 8, 16}) runs kernels where one lane evaluates a whole edge; a row is
  * walked by 1..8 lanes (more on small graphs), so a hub row of degree d costs about d / 8 serial
@@ -834,7 +837,7 @@ TG_API tg_id tg_gat_attention(tg_tape *tape, const tg_relation *rel, tg_id e_dst
  * At H 4, F 2 from 2^18 destination rows these kernels re-read the score weights from shared
  * memory at each edge and run two blocks a SM (TIGA_EA_BIG=1 / 0 turns that on / off regardless
  * of size; the same results to rounding).
- * f32 at hidden 64 without edge_feat, H in {1, 2, 4} and H * F a multiple of 8 runs kernels where 8
+ * f32 at hidden 64 without edge_feat, H in {1, 2, 4} and H * F in {8, 16, 32, 64} runs kernels where 8
  * lanes share an edge, each with 8 hidden units and H * F / 8 value columns (TIGA_EA_SLICE=0 turns
  * them off); a row is walked by 1..4 such groups (more on small graphs), so a hub row of degree d
  * costs d / 4 to d serial edge steps there.
