@@ -1029,6 +1029,37 @@ Test(edge_attention_cuda, fused_and_composed_match_host_f64) {
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
 }
 
+/* One variant of the test below: data of case c on g (seed dseed; v 3: positions far from the
+ * origin), frozen leaves fz, HOST f64 against CUDA_FUSED f32 (rc: recompute_products); explain
+ * (non-NULL): a text the CUDA tape's explain must hold. */
+static void frozen_variant(tg_runtime *crt, tg_runtime *hrt, const ea_case *c, const ea_graph *g, uint64_t dseed, int v,
+                           unsigned fz, int rc, const char *path, const char *explain) {
+  ea_data d;
+  data_init(&d, c, g, dseed);
+  if (v == 3) /* positions around (40, -25, 10), displacements of order 1 */
+    for (int k = PS; k <= PD; k++)
+      for (int64_t e = 0; e < d.cnt[k]; e++)
+        d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
+  ea_run h, r;
+  ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz, 0},
+         cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz, rc};
+  run_tape(hrt, &hf, c, g, &d, &h);
+  run_tape(crt, &cf, c, g, &d, &r);
+  char what[128];
+  snprintf(what, sizeof what, "%s, %s", path,
+           v == 0   ? "positions alone want gradients"
+           : v == 1 ? "w1 alone"
+           : v == 2 ? "everything"
+                    : "|pos| ~ 40");
+  if (explain)
+    cr_expect(strstr(g_explain, explain) != NULL, "%s: the explain text lacks \"%s\": %s", what, explain, g_explain);
+  /* |pos| ~ 40: pre-activation error ~ eps |pos| |wp| (~40x the unit-cube case) */
+  expect_run(what, c, &d, &r, h.y, h.lse, h.g, v == 3 ? 2e-3 : 1e-4, v == 3 ? 2e-4 : 1e-5);
+  for (int k = 0; k < NARG; k++)
+    cr_expect(!((fz >> k) & 1u) || !r.g[k], "%s: frozen argument %d has no gradient read", what, k);
+  run_free(&r), run_free(&h), data_free(&d);
+}
+
 /* The folded geometry's backward when U / V want no gradient of their own (x and w1 frozen: dU, dV
  * go to scratch), when only w1 wants one (dwp from the f64 partials), and with positions far from
  * the origin (the fold's rounding grows with |pos|: the bound below is the documented one). */
@@ -1044,33 +1075,12 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
   for (int vl = 0; vl < 12; vl++) {
     const int v = vl % 4, rc = vl >= 8;
     if (vl >= 4 && vl < 8) setenv("TIGA_EA_LANES", "0", 1);
-    ea_data d;
-    data_init(&d, &c, &g, 900 + (uint64_t)v);
-    if (v == 3) /* positions around (40, -25, 10), displacements of order 1 */
-      for (int k = PS; k <= PD; k++)
-        for (int64_t e = 0; e < d.cnt[k]; e++)
-          d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
-    const unsigned fz = frozen[v < 3 ? v : 2];
-    ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz, 0},
-           cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz, rc};
-    run_tape(hrt, &hf, &c, &g, &d, &h);
-    run_tape(crt, &cf, &c, &g, &d, &r);
+    frozen_variant(crt, hrt, &c, &g, 900 + (uint64_t)v, v, frozen[v < 3 ? v : 2], rc,
+                   rc        ? "products recomputed"
+                   : vl >= 4 ? "folded (packed)"
+                             : "folded",
+                   NULL);
     unsetenv("TIGA_EA_LANES");
-    char what[96];
-    snprintf(what, sizeof what, "%s, %s",
-             rc        ? "products recomputed"
-             : vl >= 4 ? "folded (packed)"
-                       : "folded",
-             v == 0   ? "positions alone want gradients"
-             : v == 1 ? "w1 alone"
-             : v == 2 ? "everything"
-                      : "|pos| ~ 40");
-    /* |pos| ~ 40: pre-activation error ~ eps |pos| |wp| (~40x the unit-cube case) */
-    expect_run(what, &c, &d, &r, h.y, h.lse, h.g, v == 3 ? 2e-3 : 1e-4, v == 3 ? 2e-4 : 1e-5);
-    for (int k = 0; k < NARG; k++)
-      cr_expect(!((fz >> k) & 1u) || !r.g[k], "%s: frozen argument %d has no gradient read", what, k);
-    run_free(&r), run_free(&h), data_free(&d);
   }
   graph_free(&g);
   /* hidden 64, self attention (seed 000's point-cloud layer): the folded products kept (a products
@@ -1080,30 +1090,9 @@ Test(edge_attention_cuda, folded_geometry_gradients_with_frozen_inputs) {
   g = graph_random(211, 211, 0.04, 78);
   for (int vr = 0; vr < 8; vr++) {
     const int v = vr % 4, rc = vr >= 4;
-    ea_data d;
-    data_init(&d, &c64, &g, 950 + (uint64_t)v);
-    if (v == 3)
-      for (int k = PS; k <= PD; k++)
-        for (int64_t e = 0; e < d.cnt[k]; e++)
-          d.in[k][e] += e % 3 == 0 ? 40 : e % 3 == 1 ? -25 : 10;
-    const unsigned fz = frozen[v < 3 ? v : 2];
-    ea_run h, r;
-    ea_cfg hf = {TG_PROVIDER_HOST, TG_F64, TG_F64, 5, 1, fz, 0},
-           cf = {TG_PROVIDER_CUDA_FUSED, TG_F32, TG_F32, 5, 1, fz, rc};
-    run_tape(hrt, &hf, &c64, &g, &d, &h);
-    run_tape(crt, &cf, &c64, &g, &d, &r);
-    char what[128];
-    snprintf(what, sizeof what, "hidden 64 self, %s, %s", rc ? "folded products recomputed" : "folded products kept",
-             v == 0   ? "positions alone want gradients"
-             : v == 1 ? "w1 alone"
-             : v == 2 ? "everything"
-                      : "|pos| ~ 40");
-    cr_expect(strstr(g_explain, rc ? "geometry-folded products recomputed" : "fused on products") != NULL,
-              "%s: the explain text lacks the folded products: %s", what, g_explain);
-    expect_run(what, &c64, &d, &r, h.y, h.lse, h.g, v == 3 ? 2e-3 : 1e-4, v == 3 ? 2e-4 : 1e-5);
-    for (int k = 0; k < NARG; k++)
-      cr_expect(!((fz >> k) & 1u) || !r.g[k], "%s: frozen argument %d has no gradient read", what, k);
-    run_free(&r), run_free(&h), data_free(&d);
+    frozen_variant(crt, hrt, &c64, &g, 950 + (uint64_t)v, v, frozen[v < 3 ? v : 2], rc,
+                   rc ? "hidden 64 self, folded products recomputed" : "hidden 64 self, folded products kept",
+                   rc ? "geometry-folded products recomputed" : "fused on products");
   }
   graph_free(&g);
   tg_runtime_destroy(crt), tg_runtime_destroy(hrt);
