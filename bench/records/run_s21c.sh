@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # NOT RUN in session 21: no device machine could be had for it; left for a session with an H200.
-# Session 21, call 3: the submitted build (2a9e12f: the hidden-64 self-attention
+# Session 21, call 3: the submitted build (the library of 2a9e12f, with the test refactor after it: the hidden-64 self-attention
 # products, the slice kernels without geometry) on the H200 if one is lent: test_edge_attention,
 # the seed point-cloud model at 400k kept and --recompute (two rounds) and unfolded
 # (TIGA_EA_OWN=0, one round), PyTorch's seed model in the same call. (run_s21a.sh measured the same
