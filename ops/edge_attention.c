@@ -16,7 +16,7 @@
  *                  geometry left, no edge features, H <= 4, H * F in 4 / 8 / 16) runs the lane
  *                  kernels (one lane per edge, cuda/edge_attention_ln.cu); TIGA_EA_LANES=0 turns them
  *                  off, =1 / 2 / 4 / 8 / 16 / 32 forces the lanes per row. f32 at hidden 64 without
- *                  edge features, H in {1, 2, 4}, H * F a multiple of 8, runs the slice kernels
+ *                  edge features, H in {1, 2, 4}, H * F in 8 / 16 / 32 / 64, runs the slice kernels
  *                  (8 lanes an edge, cuda/edge_attention_sl.cu); TIGA_EA_SLICE=0 turns them off.
  *                  Rows and sources go to the kernels in the relation's locality order when the
  *                  gathered rows reach 16 MiB (TIGA_EA_ORDER=0 / 1: off / on). Self attention
